@@ -1,0 +1,23 @@
+-- Reserves one unit for one buyer, atomically (I1, I2, I3).
+-- KEYS[1] stock of the item        {sale:<id>}:stock:<itemId>   integer
+-- KEYS[2] live order per buyer     {sale:<id>}:buyers           hash userId -> orderId
+-- KEYS[3] reservations per order   {sale:<id>}:reservations     hash orderId -> itemId|userId|reservedAtMs
+-- ARGV    userId, orderId, itemId, reservedAtMs
+-- Returns {1, stockLeft} reserved | {2, heldOrderId} already purchased | {3} sold out | {4} stock not loaded.
+-- A refusal writes nothing. The buyer check comes first so a holder is told 409, not 410.
+local stock = redis.call('GET', KEYS[1])
+if not stock then
+  return {4}
+end
+local held = redis.call('HGET', KEYS[2], ARGV[1])
+if held then
+  return {2, held}
+end
+stock = tonumber(stock)
+if stock <= 0 then
+  return {3}
+end
+redis.call('DECR', KEYS[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3] .. '|' .. ARGV[1] .. '|' .. ARGV[4])
+return {1, stock - 1}

@@ -1,0 +1,98 @@
+/**
+ * Configuration from environment variables, validated once at start-up (zod).
+ * Port and credential names match scripts/stack.env so the app finds the stack the script started.
+ * Durations are in ms. Throws ConfigError listing every bad variable, one per line.
+ */
+import { z } from 'zod';
+
+const DEV_JWT_SECRET = 'dev-only-flash-sale-jwt-secret-change-me-0123456789';
+const DEV_ADMIN_TOKEN = 'dev-only-admin-token';
+const DEV_PAYMENT_TOKEN = 'dev-only-payment-service-token';
+
+const port = (fallback: number) => z.coerce.number().int().min(1).max(65535).default(fallback);
+const positiveMs = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+const flag = (fallback: boolean) => z.stringbool().default(fallback);
+
+const schema = z
+  .object({
+    NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+
+    PGHOST: z.string().min(1).default('127.0.0.1'),
+    PGPORT: port(5432),
+    PGUSER: z.string().min(1).default('flash_sale'),
+    PGPASSWORD: z.string().default('flash_sale'),
+    PGDATABASE: z.string().min(1).default('flash_sale'),
+    PG_POOL_MAX: z.coerce.number().int().min(1).max(500).default(20),
+
+    REDIS_HOST: z.string().min(1).default('127.0.0.1'),
+    REDIS_PORT: port(6379),
+
+    KAFKA_HOST: z.string().min(1).default('127.0.0.1'),
+    KAFKA_PORT: port(9092),
+    KAFKA_TOPIC: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/).default('flash-sale-orders'),
+    KAFKA_IDEMPOTENT: flag(false),
+
+    TEMPORAL_HOST: z.string().min(1).default('127.0.0.1'),
+    TEMPORAL_PORT: port(7233),
+    TEMPORAL_NAMESPACE: z.string().min(1).default('flash-sale'),
+    TEMPORAL_TASK_QUEUE: z.string().min(1).default('flash-sale-orders'),
+    WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).max(10000).default(200),
+    WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).max(10000).default(100),
+
+    API_HOST: z.string().min(1).default('127.0.0.1'),
+    API_PORT: port(3000),
+
+    JWT_ALGORITHM: z.enum(['HS256', 'RS256']).default('HS256'),
+    JWT_SECRET: z.string().min(32, 'must be at least 32 characters').default(DEV_JWT_SECRET),
+    JWT_PUBLIC_KEY: z.string().optional(),
+    JWT_JWKS_URL: z.url().optional(),
+    JWT_ISSUER: z.string().min(1).optional(),
+    JWT_AUDIENCE: z.string().min(1).optional(),
+    ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_ADMIN_TOKEN),
+    PAYMENT_SERVICE_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_PAYMENT_TOKEN),
+
+    SOLD_OUT_CACHE: flag(true),
+    SOLD_OUT_RECHECK_MS: positiveMs(1000),
+    CATALOG_REFRESH_MS: positiveMs(5000),
+    DEFAULT_PAYMENT_WINDOW_MS: positiveMs(600_000),
+    RECONCILE_INTERVAL_MS: positiveMs(30_000),
+    RECONCILE_GRACE_MS: positiveMs(60_000),
+  })
+  .superRefine((env, ctx) => {
+    if (env.JWT_ALGORITHM === 'RS256' && !env.JWT_PUBLIC_KEY && !env.JWT_JWKS_URL) {
+      ctx.addIssue({ code: 'custom', path: ['JWT_PUBLIC_KEY'], message: 'RS256 needs JWT_PUBLIC_KEY (PEM) or JWT_JWKS_URL' });
+    }
+    if (env.NODE_ENV === 'production') {
+      const devDefaults: [keyof typeof env, string][] = [
+        ['JWT_SECRET', DEV_JWT_SECRET],
+        ['ADMIN_TOKEN', DEV_ADMIN_TOKEN],
+        ['PAYMENT_SERVICE_TOKEN', DEV_PAYMENT_TOKEN],
+      ];
+      for (const [name, value] of devDefaults) {
+        if (env[name] === value) ctx.addIssue({ code: 'custom', path: [name], message: 'must be set in production' });
+      }
+    }
+  });
+
+export type Config = z.infer<typeof schema>;
+
+/** Thrown by loadConfig; its message names each bad variable and why. */
+export class ConfigError extends Error {}
+
+/**
+ * Parses and validates the environment.
+ * @param env usually process.env
+ * @returns the typed configuration with defaults applied
+ * @throws ConfigError with one line per invalid variable
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = schema.safeParse(env);
+  if (parsed.success) return parsed.data;
+  const lines = parsed.error.issues.map((issue) => {
+    const name = issue.path.join('.');
+    const given = name in env ? ` (got ${JSON.stringify(env[name])})` : '';
+    return `  ${name}: ${issue.message}${given}`;
+  });
+  throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+}

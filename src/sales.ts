@@ -1,0 +1,112 @@
+/**
+ * Sale set-up: creates a sale event with its items in PostgreSQL and loads (or rebuilds) its stock in Redis.
+ * Used by the admin route and by `npm run sale`.
+ */
+import type { Pool } from 'pg';
+import { z } from 'zod';
+import { inTransaction } from './db';
+import { liveOrders } from './orders';
+import type { ReservationStore } from './reservations';
+
+/** Input of a new sale event; times are ISO-8601, money in minor units, durations in ms. */
+export const SaleInput = z
+  .object({
+    name: z.string().min(1).max(200),
+    startsAt: z.iso.datetime({ offset: true }),
+    endsAt: z.iso.datetime({ offset: true }),
+    paymentWindowMs: z.number().int().positive().max(86_400_000).default(600_000),
+    items: z
+      .array(
+        z.object({
+          productId: z.string().min(1).max(100),
+          quantity: z.number().int().min(0).max(10_000_000),
+          priceMinor: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+          currency: z.string().regex(/^[A-Z]{3}$/).default('EUR'),
+        }),
+      )
+      .min(1)
+      .max(1000),
+  })
+  .strict()
+  .refine((s) => Date.parse(s.endsAt) > Date.parse(s.startsAt), { message: 'endsAt must be after startsAt', path: ['endsAt'] })
+  .refine((s) => new Set(s.items.map((i) => i.productId)).size === s.items.length, {
+    message: 'productId must be unique within a sale',
+    path: ['items'],
+  });
+export type SaleInput = z.infer<typeof SaleInput>;
+
+export interface SaleItem {
+  itemId: number;
+  productId: string;
+  quantity: number;
+  sold: number;
+  priceMinor: number;
+  currency: string;
+}
+
+export interface Sale {
+  saleId: number;
+  name: string;
+  startsAt: Date;
+  endsAt: Date;
+  paymentWindowMs: number;
+  items: SaleItem[];
+}
+
+/** Inserts the sale and its items in one transaction. @returns the stored sale with item ids */
+export async function createSale(pool: Pool, input: SaleInput): Promise<Sale> {
+  const saleId = await inTransaction(pool, async (tx) => {
+    const sale = await tx.query<{ id: number }>(
+      'INSERT INTO sale_events (name, starts_at, ends_at, payment_window_ms) VALUES ($1, $2, $3, $4) RETURNING id',
+      [input.name, input.startsAt, input.endsAt, input.paymentWindowMs],
+    );
+    const id = sale.rows[0].id;
+    for (const item of input.items) {
+      await tx.query('INSERT INTO items (sale_id, product_id, quantity, price_minor, currency) VALUES ($1, $2, $3, $4, $5)', [
+        id,
+        item.productId,
+        item.quantity,
+        item.priceMinor,
+        item.currency,
+      ]);
+    }
+    return id;
+  });
+  const sale = await findSale(pool, saleId);
+  if (!sale) throw new Error(`sale ${saleId} vanished after insert`);
+  return sale;
+}
+
+/** @returns the sale with its items, or undefined */
+export async function findSale(pool: Pool, saleId: number): Promise<Sale | undefined> {
+  const sale = await pool.query<Omit<Sale, 'items'>>(
+    `SELECT id AS "saleId", name, starts_at AS "startsAt", ends_at AS "endsAt", payment_window_ms AS "paymentWindowMs"
+     FROM sale_events WHERE id = $1`,
+    [saleId],
+  );
+  if (sale.rowCount !== 1) return undefined;
+  const items = await pool.query<SaleItem>(
+    `SELECT id AS "itemId", product_id AS "productId", quantity, sold, price_minor::float8 AS "priceMinor", currency
+     FROM items WHERE sale_id = $1 ORDER BY id`,
+    [saleId],
+  );
+  return { ...sale.rows[0], items: items.rows };
+}
+
+/**
+ * Loads the sale's stock into Redis: quantity − sold per item (sold = pending + paid, I2). Idempotent; with
+ * rebuild, replaces Redis' view of the sale (stock, buyers, reservations) from PostgreSQL after Redis lost data.
+ * @returns the loaded sale, or undefined when there is no such sale
+ */
+export async function loadSale(pool: Pool, store: ReservationStore, saleId: number, rebuild: boolean): Promise<Sale | undefined> {
+  const sale = await findSale(pool, saleId);
+  if (!sale) return undefined;
+  const live = rebuild ? await liveOrders(pool, saleId) : [];
+  await store.load(
+    saleId,
+    sale.items.map((item) => ({ itemId: item.itemId, available: item.quantity - item.sold })),
+    live.map((o) => ({ orderId: o.orderId, itemId: o.itemId, userId: o.userId, reservedAtMs: o.reservedAt.getTime() })),
+    rebuild,
+  );
+  return sale;
+}
