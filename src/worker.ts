@@ -1,0 +1,76 @@
+/**
+ * Worker process (`npm run worker`): runs orderWorkflow and its activities on the configured task queue,
+ * from a workflow bundle built at start (or a prebuilt one at WORKFLOW_BUNDLE_PATH). SIGINT/SIGTERM drain
+ * in-flight tasks and close the clients.
+ */
+import { bundleWorkflowCode, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createActivities } from './activities';
+import { loadConfig, type Config } from './config';
+import { createPool } from './db';
+import { createKafka, EventPublisher } from './events';
+import { createLogger } from './logger';
+import { createRedis, ReservationStore } from './reservations';
+
+type BundleOption = Pick<WorkerOptions, 'workflowBundle'>;
+
+/** Bundles src/workflows once; the result can be handed to several workers. */
+export async function buildWorkflowBundle(): Promise<BundleOption> {
+  const code = await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows') });
+  return { workflowBundle: code };
+}
+
+/** A worker and the clients it owns; `shutdown` stops polling, waits for in-flight tasks, then closes them. */
+export interface RunningWorker {
+  worker: Worker;
+  run: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+/** Creates and starts a worker. @throws when Temporal, PostgreSQL, Redis or Kafka is unreachable */
+export async function startWorker(config: Config, bundle: BundleOption): Promise<RunningWorker> {
+  const pool = createPool(config);
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
+  const events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+  const connection = await NativeConnection.connect({ address: `${config.TEMPORAL_HOST}:${config.TEMPORAL_PORT}` });
+  const worker = await Worker.create({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    taskQueue: config.TEMPORAL_TASK_QUEUE,
+    ...bundle,
+    activities: createActivities({ pool, store: new ReservationStore(redis), events }),
+    maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
+    maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
+    shutdownGraceTime: '10 seconds',
+  });
+  const run = worker.run();
+  return {
+    worker,
+    run,
+    async shutdown() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await run;
+      await Promise.allSettled([connection.close(), events.disconnect(), redis.quit(), pool.end()]);
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.LOG_LEVEL, 'worker');
+  const running = await startWorker(config, await buildWorkflowBundle());
+  log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE }, 'worker running');
+  const stop = () => {
+    log.info('shutting down');
+    void running.shutdown().then(() => process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  await running.run;
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,19 @@
+/**
+ * The order workflow's public surface, shared by the workflow, the API and the payment service:
+ * signal `paid`, update `pay`, query `status`, and the custom search attributes the Web UI filters on.
+ */
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { OrderView, PayResult, Payment } from '../domain';
+
+/** Fire-and-forget "paid" from the payment service; a late one yields a PaymentRefundRequired event. */
+export const paidSignal = defineSignal<[Payment]>('paid');
+/** "paid" with an answer: PAID, or why not (PAYMENT_WINDOW_CLOSED, ORDER_NOT_PENDING, AMOUNT_MISMATCH). */
+export const payUpdate = defineUpdate<PayResult, [Payment]>('pay');
+/** Current state of the order. */
+export const statusQuery = defineQuery<OrderView>('status');
+
+export const OrderStatusKey = defineSearchAttributeKey('OrderStatus', SearchAttributeType.KEYWORD);
+export const SaleIdKey = defineSearchAttributeKey('SaleId', SearchAttributeType.INT);
+export const ItemIdKey = defineSearchAttributeKey('ItemId', SearchAttributeType.INT);
+export const UserIdKey = defineSearchAttributeKey('UserId', SearchAttributeType.KEYWORD);
