@@ -1,0 +1,87 @@
+/**
+ * The Koa application: middleware that each do one thing (error → JSON, body parsing, auth per route group),
+ * and the routes. Built from injected clients so tests and `npm run api` assemble it the same way.
+ */
+import { bodyParser } from '@koa/bodyparser';
+import Router from '@koa/router';
+import type { Client } from '@temporalio/client';
+import Koa, { type Context, type Next } from 'koa';
+import type { Pool } from 'pg';
+import type { Config } from '../config';
+import type { Logger } from '../logger';
+import type { FlashRedis, ReservationStore } from '../reservations';
+import { getSaleHandler, createSaleHandler, loadStockHandler } from './admin';
+import { buyerAuth, staticBearer } from './auth';
+import type { Catalog } from './catalog';
+import { isUnavailable, reply, type ErrorCode } from './errors';
+import type { Metrics } from './metrics';
+import { metricsHandler, openApiDocument, readinessHandler } from './ops';
+import { getOrderHandler, paymentHandler } from './orders';
+import { purchaseHandler } from './purchase';
+import type { SoldOutFlags } from './soldOut';
+
+export interface AppDeps {
+  config: Config;
+  log: Logger;
+  pool: Pool;
+  redis: FlashRedis;
+  store: ReservationStore;
+  temporal: Client;
+  catalog: Catalog;
+  soldOut: SoldOutFlags;
+  metrics: Metrics;
+}
+
+/** Turns thrown errors into JSON: known HTTP statuses keep their meaning, everything else is a logged 500. */
+function errorsAsJson(log: Logger) {
+  const byStatus = new Map<number, ErrorCode>([
+    [400, 'INVALID_BODY'],
+    [413, 'PAYLOAD_TOO_LARGE'],
+    [415, 'UNSUPPORTED_MEDIA_TYPE'],
+  ]);
+  return async function jsonErrors(ctx: Context, next: Next): Promise<void> {
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) reply(ctx, 'NOT_FOUND');
+      if (ctx.status === 405 && !ctx.body) reply(ctx, 'METHOD_NOT_ALLOWED');
+    } catch (err) {
+      const status = (err as { status?: number }).status;
+      const code = status === undefined ? undefined : byStatus.get(status);
+      if (code) return reply(ctx, code);
+      log.error({ err, method: ctx.method, path: ctx.path }, 'request failed');
+      reply(ctx, isUnavailable(err) ? 'SERVICE_UNAVAILABLE' : 'INTERNAL_ERROR');
+    }
+  };
+}
+
+/** @returns the Koa app with every route of openapi.yaml mounted */
+export async function createApp(deps: AppDeps): Promise<Koa> {
+  const app = new Koa();
+  app.proxy = false;
+  const json = bodyParser({ enableTypes: ['json'], jsonLimit: '16kb', encoding: 'utf-8' });
+  const buyer = await buyerAuth(deps.config);
+  const admin = staticBearer(deps.config.ADMIN_TOKEN);
+  const paymentService = staticBearer(deps.config.PAYMENT_SERVICE_TOKEN);
+
+  const router = new Router();
+  router
+    .post('/api/flash-sales/items/:itemId/purchase', buyer, purchaseHandler(deps))
+    .get('/api/flash-sales/orders/:orderId', buyer, getOrderHandler(deps))
+    .post('/api/flash-sales/orders/:orderId/payment', paymentService, json, paymentHandler(deps))
+    .post('/api/admin/sales', admin, json, createSaleHandler(deps))
+    .get('/api/admin/sales/:saleId', admin, getSaleHandler(deps))
+    .post('/api/admin/sales/:saleId/stock', admin, loadStockHandler(deps))
+    .get('/healthz', (ctx) => {
+      ctx.body = { status: 'ok' };
+    })
+    .get('/readyz', readinessHandler(deps))
+    .get('/metrics', metricsHandler(deps))
+    .get('/openapi.json', (ctx) => {
+      ctx.body = openApiDocument;
+    });
+
+  app.use(errorsAsJson(deps.log));
+  app.use(router.routes());
+  app.use(router.allowedMethods());
+  return app;
+}

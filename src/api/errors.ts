@@ -1,0 +1,57 @@
+/**
+ * The one place that maps outcomes to HTTP: every refusal answers `{ "error": CODE, ...details }` with the
+ * status below (I7: a refused request changes nothing and says why). Replies are values, not exceptions,
+ * so the hot sold-out path captures no stack traces.
+ */
+import type { Context } from 'koa';
+
+export const STATUS_OF = {
+  INVALID_ITEM_ID: 400,
+  INVALID_SALE_ID: 400,
+  INVALID_BODY: 400,
+  TOKEN_MISSING: 401,
+  TOKEN_INVALID: 401,
+  TOKEN_EXPIRED: 401,
+  FORBIDDEN: 403,
+  SALE_NOT_ACTIVE: 403,
+  NOT_FOUND: 404,
+  ITEM_NOT_FOUND: 404,
+  ORDER_NOT_FOUND: 404,
+  SALE_NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  ALREADY_PURCHASED: 409,
+  PAYMENT_WINDOW_CLOSED: 409,
+  ORDER_NOT_PENDING: 409,
+  SOLD_OUT: 410,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  AMOUNT_MISMATCH: 422,
+  INTERNAL_ERROR: 500,
+  SERVICE_UNAVAILABLE: 503,
+  STOCK_NOT_LOADED: 503,
+} as const;
+
+export type ErrorCode = keyof typeof STATUS_OF;
+
+/** Seconds a client should wait before retrying a 503. */
+export const RETRY_AFTER_S = 1;
+
+/** Sets status and JSON body for code; 503s carry Retry-After. */
+export function reply(ctx: Context, code: ErrorCode, details?: Record<string, unknown>): void {
+  ctx.status = STATUS_OF[code];
+  ctx.body = details ? { error: code, ...details } : { error: code };
+  if (ctx.status === 503) ctx.set('Retry-After', String(RETRY_AFTER_S));
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P03']);
+
+/**
+ * @returns whether err means a dependency is unreachable (socket errors, PostgreSQL shutting down, ioredis
+ *   giving up, Temporal's gRPC UNAVAILABLE / DEADLINE_EXCEEDED), which deserves a 503 and a retry
+ */
+export function isUnavailable(err: unknown): boolean {
+  const e = err as { code?: unknown; name?: unknown };
+  if (typeof e?.code === 'string' && CONNECTION_CODES.has(e.code)) return true;
+  if (e?.name === 'MaxRetriesPerRequestError') return true;
+  return e?.name === 'ServiceError' && /UNAVAILABLE|DEADLINE_EXCEEDED/.test(String(err));
+}

@@ -1,0 +1,89 @@
+/**
+ * API process (`npm run api`): assembles the Koa app from its clients and serves it. SIGINT/SIGTERM stop
+ * accepting, let in-flight requests finish (up to 10 s), then close the clients.
+ */
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import { loadConfig, type Config } from '../config';
+import { createPool } from '../db';
+import { createLogger, type Logger } from '../logger';
+import { createRedis, ReservationStore } from '../reservations';
+import { connectTemporal } from '../temporal';
+import { createApp } from './app';
+import { Catalog } from './catalog';
+import { createMetrics } from './metrics';
+import { SoldOutFlags } from './soldOut';
+
+const DRAIN_MS = 10_000;
+
+export interface RunningApi {
+  server: Server;
+  /** Base URL, e.g. http://127.0.0.1:3000 */
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Connects the clients and listens on config.API_HOST:API_PORT (port 0 picks a free one).
+ * @throws when Temporal is unreachable at start or the port is taken
+ */
+export async function startApi(config: Config, log: Logger = createLogger(config.LOG_LEVEL, 'api')): Promise<RunningApi> {
+  const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
+  // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects.
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
+  await once(redis, 'ready');
+  const store = new ReservationStore(redis);
+  const temporal = await connectTemporal(config);
+  const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'));
+  soldOut.start();
+  const app = await createApp({
+    config,
+    log,
+    pool,
+    redis,
+    store,
+    temporal,
+    catalog: new Catalog(pool, config.CATALOG_REFRESH_MS),
+    soldOut,
+    metrics: createMetrics(() => soldOut.size),
+  });
+  const server = app.listen(config.API_PORT, config.API_HOST);
+  await once(server, 'listening');
+  server.keepAliveTimeout = 65_000;
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.API_PORT;
+  const url = `http://${config.API_HOST}:${port}`;
+  log.info({ url }, 'api listening');
+  return {
+    server,
+    url,
+    async close() {
+      soldOut.stop();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const drained = await Promise.race([closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), DRAIN_MS).unref())]);
+      if (!drained) server.closeAllConnections();
+      await Promise.allSettled([redis.quit(), pool.end(), temporal.connection.close()]);
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.LOG_LEVEL, 'api');
+  const api = await startApi(config, log);
+  const stop = () => {
+    log.info('shutting down: draining in-flight requests');
+    void api.close().then(() => process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  });
+}

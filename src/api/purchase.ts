@@ -1,0 +1,86 @@
+/**
+ * POST /api/flash-sales/items/{itemId}/purchase — the front door of the stampede.
+ * 202 PENDING once a unit is reserved in Redis and the order's workflow has started; 409 ALREADY_PURCHASED
+ * (with the buyer's own live orderId); 410 SOLD_OUT; 400/403/404/503 otherwise, each changing nothing (I7).
+ * Cheap path: id parse → catalog (memory) → sale window → sold-out flag (memory) before any Redis call.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Context } from 'koa';
+import { parseId } from '../domain';
+import { startOrderWorkflow } from '../temporal';
+import type { BuyerState } from './auth';
+import type { AppDeps } from './app';
+import { reply, type ErrorCode } from './errors';
+
+/** @returns the Koa handler; deps are shared with the rest of the app */
+export function purchaseHandler(deps: AppDeps) {
+  const { catalog, store, soldOut, temporal, metrics, log, config } = deps;
+
+  const answer = (ctx: Context, code: ErrorCode | 'PENDING', startedAt: bigint, details?: Record<string, unknown>) => {
+    if (code === 'PENDING') {
+      ctx.status = 202;
+      ctx.body = { orderId: details?.orderId, status: 'PENDING' };
+    } else {
+      reply(ctx, code, details);
+    }
+    metrics.purchaseOutcomes.inc({ code });
+    log.debug({ code, itemId: ctx.params.itemId, userId: (ctx.state as BuyerState).buyerId, orderId: details?.orderId }, 'purchase');
+    metrics.purchaseDuration.observe({ code }, Number(process.hrtime.bigint() - startedAt) / 1e9);
+  };
+
+  return async function purchase(ctx: Context): Promise<void> {
+    const startedAt = process.hrtime.bigint();
+    const { buyerId } = ctx.state as BuyerState;
+    const itemId = parseId(ctx.params.itemId);
+    if (itemId === undefined) return answer(ctx, 'INVALID_ITEM_ID', startedAt);
+    if (config.SOLD_OUT_CACHE && soldOut.has(itemId)) return answer(ctx, 'SOLD_OUT', startedAt);
+
+    const item = await catalog.get(itemId);
+    if (!item) return answer(ctx, 'ITEM_NOT_FOUND', startedAt);
+    const now = Date.now();
+    if (now < item.startsAtMs || now >= item.endsAtMs) return answer(ctx, 'SALE_NOT_ACTIVE', startedAt);
+
+    const orderId = randomUUID();
+    let outcome;
+    try {
+      outcome = await store.reserve(item.saleId, itemId, buyerId, orderId, now);
+    } catch (err) {
+      log.warn({ err, itemId, userId: buyerId }, 'redis unavailable for reserve');
+      return answer(ctx, 'SERVICE_UNAVAILABLE', startedAt);
+    }
+    switch (outcome.kind) {
+      case 'ALREADY_PURCHASED':
+        return answer(ctx, 'ALREADY_PURCHASED', startedAt, { orderId: outcome.orderId });
+      case 'SOLD_OUT':
+        soldOut.flag(item.saleId, itemId);
+        return answer(ctx, 'SOLD_OUT', startedAt);
+      case 'NOT_LOADED':
+        log.error({ itemId, saleId: item.saleId }, 'stock not loaded in redis: run `npm run sale -- load`');
+        return answer(ctx, 'STOCK_NOT_LOADED', startedAt);
+    }
+    metrics.reservations.inc({ result: 'reserved' });
+    if (outcome.stockLeft === 0) soldOut.flag(item.saleId, itemId);
+
+    try {
+      await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, {
+        orderId,
+        saleId: item.saleId,
+        itemId,
+        userId: buyerId,
+        priceMinor: item.priceMinor,
+        paymentWindowMs: item.paymentWindowMs,
+        reservedAtMs: now,
+      });
+    } catch (err) {
+      // No workflow, no promise: give the unit back before saying 503. If this release fails too, the
+      // reconciler finds the reservation without a workflow and adopts it.
+      log.warn({ err, orderId, itemId, userId: buyerId }, 'workflow start failed; releasing reservation');
+      await store
+        .release(item.saleId, itemId, orderId)
+        .then(() => metrics.reservations.inc({ result: 'released_start_failed' }))
+        .catch((releaseErr) => log.error({ err: releaseErr, orderId, itemId }, 'release after failed start failed'));
+      return answer(ctx, 'SERVICE_UNAVAILABLE', startedAt);
+    }
+    return answer(ctx, 'PENDING', startedAt, { orderId });
+  };
+}
