@@ -1,0 +1,74 @@
+/**
+ * `npm run sale -- <command>`: sale set-up from the command line.
+ *   create --name N --starts-at ISO --ends-at ISO [--payment-window-ms MS] --item PRODUCT:QUANTITY:PRICE_MINOR ...
+ *          (defaults: starts now, ends in 1 hour, one item flash-item:10000:1999)
+ *   load SALE_ID [--rebuild]   load stock into Redis; --rebuild replaces Redis' view from PostgreSQL
+ *   show SALE_ID
+ * Prints the sale as JSON. Exits 2 on bad arguments, 1 on other failures.
+ */
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config';
+import { createPool } from '../db';
+import { parseId } from '../domain';
+import { createRedis, ReservationStore } from '../reservations';
+import { createSale, findSale, loadSale, SaleInput, type Sale } from '../sales';
+
+class UsageError extends Error {}
+
+function parseItem(text: string) {
+  const [productId, quantity, priceMinor] = text.split(':');
+  if (!productId || quantity === undefined || priceMinor === undefined) throw new UsageError(`--item ${text}: expected PRODUCT:QUANTITY:PRICE_MINOR`);
+  return { productId, quantity: Number(quantity), priceMinor: Number(priceMinor) };
+}
+
+async function run(argv: string[]): Promise<Sale> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      name: { type: 'string', default: 'Flash sale' },
+      'starts-at': { type: 'string' },
+      'ends-at': { type: 'string' },
+      'payment-window-ms': { type: 'string' },
+      item: { type: 'string', multiple: true },
+      rebuild: { type: 'boolean', default: false },
+    },
+  });
+  const [command, idText] = positionals;
+  const config = loadConfig();
+  const pool = createPool(config);
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
+  const store = new ReservationStore(redis);
+  try {
+    if (command === 'create') {
+      const now = Date.now();
+      const input = SaleInput.safeParse({
+        name: values.name,
+        startsAt: values['starts-at'] ?? new Date(now).toISOString(),
+        endsAt: values['ends-at'] ?? new Date(now + 3_600_000).toISOString(),
+        paymentWindowMs: Number(values['payment-window-ms'] ?? config.DEFAULT_PAYMENT_WINDOW_MS),
+        items: (values.item ?? ['flash-item:10000:1999']).map(parseItem),
+      });
+      if (!input.success) throw new UsageError(input.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('\n'));
+      const sale = await createSale(pool, input.data);
+      await loadSale(pool, store, sale.saleId, false);
+      return sale;
+    }
+    const saleId = parseId(idText ?? '');
+    if ((command === 'load' || command === 'show') && saleId === undefined) throw new UsageError(`${command}: SALE_ID must be a positive integer`);
+    const sale = command === 'load' ? await loadSale(pool, store, saleId as number, values.rebuild) : command === 'show' ? await findSale(pool, saleId as number) : undefined;
+    if (command !== 'load' && command !== 'show') throw new UsageError('usage: sale create|load|show (see src/cli/sale.ts)');
+    if (!sale) throw new Error(`sale ${saleId} not found`);
+    return sale;
+  } finally {
+    await Promise.allSettled([pool.end(), redis.quit()]);
+  }
+}
+
+run(process.argv.slice(2)).then(
+  (sale) => console.log(JSON.stringify(sale, null, 2)),
+  (err) => {
+    console.error(err instanceof Error ? err.message : String(err));
+    process.exit(err instanceof UsageError ? 2 : 1);
+  },
+);

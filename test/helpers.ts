@@ -1,0 +1,84 @@
+/**
+ * Shared test set-up against the real local stack (scripts/services.sh up): configuration with a unique task
+ * queue, buyer tokens signed like a real issuer would, and sales created through the production code path.
+ */
+import { randomUUID } from 'node:crypto';
+import { SignJWT } from 'jose';
+import type { Pool } from 'pg';
+import { loadConfig, type Config } from '../src/config';
+import { createPool } from '../src/db';
+import { createRedis, ReservationStore, type FlashRedis } from '../src/reservations';
+import { createSale, loadSale, type Sale } from '../src/sales';
+
+/** Configuration for a test: silent logs, a free API port and a task queue no other suite polls. */
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  return loadConfig({
+    ...process.env,
+    LOG_LEVEL: 'silent',
+    API_PORT: '0',
+    TEMPORAL_TASK_QUEUE: `test-${randomUUID()}`,
+    ...overrides,
+  });
+}
+
+/**
+ * Signs a buyer JWT with the configured HS256 secret.
+ * @param expiresIn jose time span ('1h') or epoch seconds
+ */
+export async function buyerToken(config: Config, sub: string, expiresIn: string | number = '1h'): Promise<string> {
+  return new SignJWT({})
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(sub)
+    .setIssuedAt()
+    .setExpirationTime(expiresIn)
+    .sign(new TextEncoder().encode(config.JWT_SECRET));
+}
+
+export interface Clients {
+  pool: Pool;
+  redis: FlashRedis;
+  store: ReservationStore;
+  close(): Promise<void>;
+}
+
+/** PostgreSQL pool and Redis client for direct checks; close() in afterAll. */
+export function connectClients(config: Config): Clients {
+  const pool = createPool(config);
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
+  return {
+    pool,
+    redis,
+    store: new ReservationStore(redis),
+    close: async () => {
+      await Promise.allSettled([pool.end(), redis.quit()]);
+    },
+  };
+}
+
+export interface TestSaleOptions {
+  quantities?: number[];
+  priceMinor?: number;
+  paymentWindowMs?: number;
+  /** Sale start relative to now, ms (negative: already started). */
+  startsInMs?: number;
+  durationMs?: number;
+}
+
+/** Creates a sale (default: one item of 10 units, started a minute ago) and loads its stock into Redis. */
+export async function createTestSale(clients: Clients, options: TestSaleOptions = {}): Promise<Sale> {
+  const start = Date.now() + (options.startsInMs ?? -60_000);
+  const sale = await createSale(clients.pool, {
+    name: `test-${randomUUID()}`,
+    startsAt: new Date(start).toISOString(),
+    endsAt: new Date(start + (options.durationMs ?? 3_600_000)).toISOString(),
+    paymentWindowMs: options.paymentWindowMs ?? 600_000,
+    items: (options.quantities ?? [10]).map((quantity, i) => ({
+      productId: `p${i}`,
+      quantity,
+      priceMinor: options.priceMinor ?? 1999,
+      currency: 'EUR',
+    })),
+  });
+  await loadSale(clients.pool, clients.store, sale.saleId, false);
+  return sale;
+}
