@@ -1,0 +1,234 @@
+/**
+ * Audit of one sale event against the invariants of DESIGN.md, reading every store: PostgreSQL (truth),
+ * Redis (stock, buyers, reservations), Temporal (one workflow per order, all closed) and the Kafka topic
+ * (an event per state change). Each check reports its figures; a sale passes when every check does.
+ * Meant for a sale at rest (no order PENDING) — on a live sale the at-rest checks report what is in flight.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import type { Kafka } from 'kafkajs';
+import type { Pool } from 'pg';
+import type { OrderEvent, OrderEventType, OrderStatus } from './domain';
+import { saleKeys, type FlashRedis, type ReservationStore } from './reservations';
+import { OrderStatusKey } from './workflows/definitions';
+
+export interface Check {
+  name: string;
+  /** Invariant label(s) of DESIGN.md. */
+  invariant: string;
+  ok: boolean;
+  figures: Record<string, number | string>;
+  /** A few offending ids or rows, when the check fails. */
+  examples?: string[];
+}
+
+export interface AuditReport {
+  saleId: number;
+  ok: boolean;
+  checks: Check[];
+}
+
+export interface AuditDeps {
+  pool: Pool;
+  redis: FlashRedis;
+  store: ReservationStore;
+  temporal: Client;
+  kafka: Kafka;
+  topic: string;
+}
+
+const EVENT_OF: Record<OrderStatus, OrderEventType | undefined> = {
+  PENDING: undefined,
+  PAID: 'OrderPaid',
+  EXPIRED: 'OrderExpired',
+  REJECTED: 'OrderRejected',
+};
+
+const sample = (ids: Iterable<string>) => [...ids].slice(0, 5);
+
+/** Reads the whole topic up to its current end and returns the sale's events, duplicates dropped by eventId (I5). */
+export async function readSaleEvents(kafka: Kafka, topic: string, saleId: number): Promise<{ events: Map<string, OrderEvent>; duplicates: number }> {
+  const admin = kafka.admin();
+  await admin.connect();
+  const offsets = await admin.fetchTopicOffsets(topic);
+  await admin.disconnect();
+  const end = new Map(offsets.filter((o) => BigInt(o.high) > BigInt(o.low)).map((o) => [o.partition, BigInt(o.high)]));
+  const events = new Map<string, OrderEvent>();
+  let duplicates = 0;
+  if (end.size === 0) return { events, duplicates };
+  const groupId = `audit-${randomUUID()}`;
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200 });
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      consumer
+        .run({
+          autoCommit: false,
+          eachBatch: async ({ batch }) => {
+            for (const message of batch.messages) {
+              const event = JSON.parse(message.value?.toString() ?? '{}') as OrderEvent;
+              if (event.saleId === saleId) {
+                if (events.has(event.eventId)) duplicates += 1;
+                else events.set(event.eventId, event);
+              }
+            }
+            const last = batch.messages.at(-1);
+            const high = end.get(batch.partition);
+            if (last && high !== undefined && BigInt(last.offset) + 1n >= high) end.delete(batch.partition);
+            if (end.size === 0) resolve();
+          },
+        })
+        .catch(reject);
+    });
+  } finally {
+    await consumer.disconnect();
+  }
+  return { events, duplicates };
+}
+
+/**
+ * Audits one sale.
+ * @param acceptedOrderIds orderIds the caller saw answered 202, when known (the demo passes them)
+ */
+export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderIds?: readonly string[]): Promise<AuditReport> {
+  const checks: Check[] = [];
+  const items = (
+    await deps.pool.query<{ id: number; quantity: number; sold: number; live: number }>(
+      `SELECT i.id, i.quantity, i.sold, count(o.id) FILTER (WHERE o.status IN ('PENDING', 'PAID'))::int AS live
+       FROM items i LEFT JOIN orders o ON o.item_id = i.id WHERE i.sale_id = $1 GROUP BY i.id ORDER BY i.id`,
+      [saleId],
+    )
+  ).rows;
+  const orders = (
+    await deps.pool.query<{ id: string; userId: string; itemId: number; status: OrderStatus }>(
+      `SELECT id, user_id AS "userId", item_id AS "itemId", status FROM orders WHERE sale_id = $1`,
+      [saleId],
+    )
+  ).rows;
+  const byStatus = (s: OrderStatus) => orders.filter((o) => o.status === s).length;
+  const quantity = items.reduce((n, i) => n + i.quantity, 0);
+  const sold = items.reduce((n, i) => n + i.sold, 0);
+
+  const oversold = items.filter((i) => i.sold !== i.live || i.sold > i.quantity);
+  checks.push({
+    name: 'no oversell: sold = pending + paid <= quantity, per item',
+    invariant: 'I1',
+    ok: oversold.length === 0,
+    figures: { items: items.length, quantity, sold, pending: byStatus('PENDING'), paid: byStatus('PAID') },
+    examples: oversold.map((i) => `item ${i.id}: quantity ${i.quantity}, sold ${i.sold}, live orders ${i.live}`),
+  });
+
+  const stock = await deps.store.stock(saleId, items.map((i) => i.id));
+  const reservations = await deps.store.reservations(saleId);
+  const heldByItem = new Map<number, number>();
+  for (const r of reservations) heldByItem.set(r.itemId, (heldByItem.get(r.itemId) ?? 0) + 1);
+  const drift = items.filter((i) => {
+    const left = stock.get(i.id);
+    return left === undefined || left < 0 || left + (heldByItem.get(i.id) ?? 0) !== i.quantity || left !== i.quantity - i.sold;
+  });
+  const stockTotal = [...stock.values()].reduce<number>((n, v) => n + (v ?? 0), 0);
+  checks.push({
+    name: 'conservation: Redis stock + held reservations = quantity; stock = quantity - sold; stock >= 0',
+    invariant: 'I1, I2',
+    ok: drift.length === 0,
+    figures: { quantity, redisStock: stockTotal, reservations: reservations.length, sold },
+    examples: drift.map((i) => `item ${i.id}: quantity ${i.quantity}, stock ${stock.get(i.id)}, held ${heldByItem.get(i.id) ?? 0}, sold ${i.sold}`),
+  });
+
+  const live = orders.filter((o) => o.status === 'PENDING' || o.status === 'PAID');
+  const liveByBuyer = new Map<string, number>();
+  for (const o of live) liveByBuyer.set(o.userId, (liveByBuyer.get(o.userId) ?? 0) + 1);
+  const twice = [...liveByBuyer].filter(([, n]) => n > 1).map(([user]) => user);
+  const buyers = await deps.redis.hgetall(saleKeys(saleId).buyers);
+  const liveIds = new Set(live.map((o) => o.id));
+  const buyerMismatch = live.filter((o) => buyers[o.userId] !== o.id).map((o) => o.id);
+  const staleBuyers = Object.entries(buyers).filter(([, orderId]) => !liveIds.has(orderId)).map(([user]) => user);
+  checks.push({
+    name: 'one live order per buyer per sale, and Redis buyers = live orders',
+    invariant: 'I3',
+    ok: twice.length === 0 && buyerMismatch.length === 0 && staleBuyers.length === 0,
+    figures: { buyersWithLiveOrder: liveByBuyer.size, buyersWithTwo: twice.length, redisBuyers: Object.keys(buyers).length },
+    examples: sample([...twice, ...buyerMismatch, ...staleBuyers]),
+  });
+
+  const workflows = new Map<string, { status: string; orderStatus: string | undefined }>();
+  for await (const wf of deps.temporal.workflow.list({ query: `SaleId = ${saleId}` })) {
+    workflows.set(wf.workflowId, { status: wf.status.name, orderStatus: wf.typedSearchAttributes.get(OrderStatusKey) });
+  }
+  const rowIds = new Set(orders.map((o) => o.id));
+  const noWorkflow = orders.filter((o) => !workflows.has(o.id)).map((o) => o.id);
+  const noRow = [...workflows.keys()].filter((id) => !rowIds.has(id));
+  const notAccepted = (acceptedOrderIds ?? []).filter((id) => !workflows.has(id) || !rowIds.has(id));
+  const open = [...workflows].filter(([, w]) => w.status !== 'COMPLETED').map(([id]) => id);
+  const notFinal = orders.filter((o) => o.status === 'PENDING').map((o) => o.id);
+  const disagree = orders.filter((o) => workflows.has(o.id) && workflows.get(o.id)?.orderStatus !== o.status).map((o) => o.id);
+  checks.push({
+    name: 'every accepted order: one workflow, one row, final state (workflow completed, PostgreSQL and search attribute agree)',
+    invariant: 'I4',
+    ok: !noWorkflow.length && !noRow.length && !notAccepted.length && !open.length && !notFinal.length && !disagree.length,
+    figures: {
+      accepted: acceptedOrderIds?.length ?? 'unknown',
+      rows: orders.length,
+      workflows: workflows.size,
+      notCompleted: open.length,
+      pending: notFinal.length,
+      paid: byStatus('PAID'),
+      expired: byStatus('EXPIRED'),
+      rejected: byStatus('REJECTED'),
+    },
+    examples: sample([...noWorkflow, ...noRow, ...notAccepted, ...open, ...notFinal, ...disagree]),
+  });
+
+  const reservedIds = new Set(reservations.map((r) => r.orderId));
+  const stillHeld = orders.filter((o) => (o.status === 'EXPIRED' || o.status === 'REJECTED') && reservedIds.has(o.id)).map((o) => o.id);
+  const unknownHeld = reservations.filter((r) => !liveIds.has(r.orderId)).map((r) => r.orderId);
+  checks.push({
+    name: 'every EXPIRED/REJECTED order returned exactly one unit (none still held; held = live orders)',
+    invariant: 'I2, I4',
+    ok: stillHeld.length === 0 && unknownHeld.length === 0 && reservations.length === live.length,
+    figures: { returned: byStatus('EXPIRED') + byStatus('REJECTED'), held: reservations.length, live: live.length },
+    examples: sample([...stillHeld, ...unknownHeld]),
+  });
+
+  const { events, duplicates } = await readSaleEvents(deps.kafka, deps.topic, saleId);
+  const has = new Set([...events.values()].map((e) => `${e.orderId}:${e.type}`));
+  const missing: string[] = [];
+  for (const o of orders) {
+    if (!has.has(`${o.id}:OrderPlaced`)) missing.push(`${o.id}:OrderPlaced`);
+    const final = EVENT_OF[o.status];
+    if (final && !has.has(`${o.id}:${final}`)) missing.push(`${o.id}:${final}`);
+  }
+  const count = (t: OrderEventType) => [...events.values()].filter((e) => e.type === t).length;
+  checks.push({
+    name: 'every state change has its event on Kafka (deduplicated by eventId)',
+    invariant: 'I5',
+    ok: missing.length === 0,
+    figures: {
+      events: events.size,
+      duplicatesDropped: duplicates,
+      OrderPlaced: count('OrderPlaced'),
+      OrderPaid: count('OrderPaid'),
+      OrderExpired: count('OrderExpired'),
+      OrderRejected: count('OrderRejected'),
+      PaymentRefundRequired: count('PaymentRefundRequired'),
+      missing: missing.length,
+    },
+    examples: sample(missing),
+  });
+
+  return { saleId, ok: checks.every((c) => c.ok), checks };
+}
+
+/** Renders a report as lines of text: one line per check with its figures, offending examples below. */
+export function formatAudit(report: AuditReport): string {
+  const lines = [`Audit of sale ${report.saleId}: ${report.ok ? 'PASS' : 'FAIL'}`];
+  for (const c of report.checks) {
+    const figures = Object.entries(c.figures)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ');
+    lines.push(`  [${c.ok ? 'ok' : 'FAIL'}] ${c.invariant.padEnd(6)} ${c.name}\n         ${figures}`);
+    if (!c.ok && c.examples?.length) lines.push(`         e.g. ${c.examples.join(', ')}`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,45 @@
+/**
+ * `npm run audit [-- --sale N] [--json]`: audits a sale event (default: the newest) against DESIGN.md's
+ * invariants. Prints each check with its figures; exits 1 on any violation, 2 on bad arguments.
+ */
+import { parseArgs } from 'node:util';
+import { auditSale, formatAudit, type AuditReport } from '../audit';
+import { loadConfig } from '../config';
+import { createPool } from '../db';
+import { parseId } from '../domain';
+import { createKafka } from '../events';
+import { createRedis, ReservationStore } from '../reservations';
+import { connectTemporal } from '../temporal';
+
+async function main(): Promise<AuditReport> {
+  const { values } = parseArgs({ options: { sale: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const config = loadConfig();
+  const pool = createPool(config);
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
+  const temporal = await connectTemporal(config);
+  try {
+    let saleId = values.sale === undefined ? undefined : parseId(values.sale);
+    if (values.sale !== undefined && saleId === undefined) {
+      console.error(`--sale ${values.sale}: expected a positive integer`);
+      process.exit(2);
+    }
+    saleId ??= (await pool.query<{ id: number }>('SELECT max(id) AS id FROM sale_events')).rows[0]?.id ?? undefined;
+    if (!saleId) throw new Error('no sale to audit');
+    const report = await auditSale(
+      { pool, redis, store: new ReservationStore(redis), temporal, kafka: createKafka(config, 'flash-sale-audit'), topic: config.KAFKA_TOPIC },
+      saleId,
+    );
+    console.log(values.json ? JSON.stringify(report, null, 2) : formatAudit(report));
+    return report;
+  } finally {
+    await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
+  }
+}
+
+main().then(
+  (report) => process.exit(report.ok ? 0 : 1),
+  (err) => {
+    console.error(`audit failed: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  },
+);
