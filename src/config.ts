@@ -41,7 +41,8 @@ const schema = z
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).max(10000).default(100),
 
     API_HOST: z.string().min(1).default('127.0.0.1'),
-    API_PORT: port(3000),
+    // 0 asks the OS for a free port (tests, benchmarks); startApi reports the one it got.
+    API_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
 
     JWT_ALGORITHM: z.enum(['HS256', 'RS256']).default('HS256'),
     JWT_SECRET: z.string().min(32, 'must be at least 32 characters').default(DEV_JWT_SECRET),
