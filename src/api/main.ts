@@ -25,16 +25,24 @@ export interface RunningApi {
 
 /**
  * Connects the clients and listens on config.API_HOST:API_PORT (port 0 picks a free one).
- * @throws when Temporal is unreachable at start or the port is taken
+ * @throws when Redis or Temporal is unreachable at start or the port is taken (the clients opened so far are closed)
  */
 export async function startApi(config: Config, log: Logger = createLogger(config.LOG_LEVEL, 'api')): Promise<RunningApi> {
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
   // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects.
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 1, enableOfflineQueue: false });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
-  await once(redis, 'ready');
+  let temporal;
+  try {
+    await once(redis, 'ready');
+    temporal = await connectTemporal(config);
+  } catch (err) {
+    // A failed start must not leave a Redis client reconnecting forever (and the pool open) behind it.
+    redis.disconnect();
+    await pool.end();
+    throw err;
+  }
   const store = new ReservationStore(redis);
-  const temporal = await connectTemporal(config);
   const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'));
   soldOut.start();
   const app = await createApp({
