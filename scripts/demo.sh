@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# `npm run demo`: brings the local stack up (installing what is missing), then runs a whole flash sale
+# (src/cli/demo.ts; its options pass through, e.g. `npm run demo -- --buyers 20000`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/services.sh up
+exec node_modules/.bin/tsx src/cli/demo.ts "$@"

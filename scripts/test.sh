@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# `npm test`: brings the local stack up (installing what is missing), migrates, lints, type-checks and runs
+# every jest suite against the real servers. Extra arguments go to jest (e.g. `npm test -- test/api`).
+# Ends with a plain "N passed, N failed" line for CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/services.sh up
+node_modules/.bin/tsx src/cli/migrate.ts >/dev/null
+node_modules/.bin/eslint .
+node_modules/.bin/tsc --noEmit -p .
+mkdir -p reports
+status=0
+node_modules/.bin/jest --ci --json --outputFile=reports/jest.json "$@" || status=$?
+node -e '
+  const r = JSON.parse(require("fs").readFileSync("reports/jest.json", "utf8"));
+  const skipped = r.numPendingTests + r.numTodoTests;
+  console.log(`${r.numPassedTests} passed, ${r.numFailedTests} failed` + (skipped ? `, ${skipped} skipped` : ""));
+  if (r.numTotalTests === 0 || skipped > 0) process.exit(1);
+' || status=1
+exit "$status"

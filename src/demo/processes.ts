@@ -1,0 +1,52 @@
+/** Starts the API and the worker as child processes (as an operator would run them) and stops them. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { join } from 'node:path';
+
+const ROOT = join(__dirname, '..', '..');
+
+export interface Child {
+  name: string;
+  process: ChildProcess;
+  /** Resolves when the child printed a line containing readyText. @throws if it exits first or times out */
+  ready: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs `node --import tsx <script>` with env, logging to logFile.
+ * @param readyText text of the log line that says the process is serving
+ */
+export function startChild(name: string, script: string, env: NodeJS.ProcessEnv, logFile: string, readyText: string, timeoutMs = 90_000): Child {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, script)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const log = createWriteStream(logFile);
+  child.stdout.pipe(log);
+  child.stderr.pipe(log);
+  const ready = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} not ready after ${timeoutMs} ms; see ${logFile}`)), timeoutMs);
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes(readyText)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited with code ${code} before it was ready; see ${logFile}`));
+    });
+  });
+  ready.catch(() => undefined);
+  return {
+    name,
+    process: child,
+    ready,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,333 @@
+/**
+ * The main job: a whole flash sale on the real stack. Creates a sale, starts the API and the worker as
+ * processes, lets a crowd of buyers with real signed JWTs press "buy" at the sale's start, pays a share of
+ * the accepted orders through the payment route and the `paid` signal, lets the rest expire, sends a second
+ * wave of new buyers for the units that came back (and pays all of those), then audits every store and
+ * writes a report (JSON and Markdown) under reports/.
+ */
+import { randomInt, randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { SignJWT } from 'jose';
+import { request } from 'undici';
+import { auditSale, formatAudit, type AuditReport } from '../audit';
+import { loadConfig, type Config } from '../config';
+import { createPool, migrate } from '../db';
+import { createKafka } from '../events';
+import { createRedis, ReservationStore } from '../reservations';
+import { createSale, loadSale } from '../sales';
+import { connectTemporal } from '../temporal';
+import { paidSignal } from '../workflows/definitions';
+import { pressAll, type Press, type PressResult } from './crowd';
+import { startChild, type Child } from './processes';
+import { latencySummary } from './stats';
+
+export interface DemoOptions {
+  /** Units per item. */
+  quantity: number;
+  items: number;
+  /** Distinct buyers in the first wave. */
+  buyers: number;
+  /** Share of buyers who press several times. */
+  impatientShare: number;
+  impatientPresses: number;
+  /** Share of first-wave orders the payment service pays. */
+  payShare: number;
+  paymentWindowMs: number;
+  /** Distinct new buyers in the second wave (all of their orders are paid). */
+  secondWaveBuyers: number;
+  concurrency: number;
+  /** Requests/s; 0 = as fast as possible. */
+  rate: number;
+  priceMinor: number;
+  apiPort: number;
+  taskQueue: string;
+  /** Hard cap on the whole run, ms. */
+  maxDurationMs: number;
+  reportDir: string;
+  /** Progress lines go here. */
+  print: (line: string) => void;
+}
+
+export const DEFAULT_DEMO: Omit<DemoOptions, 'print'> = {
+  quantity: 10_000,
+  items: 1,
+  buyers: 100_000,
+  impatientShare: 0.1,
+  impatientPresses: 3,
+  payShare: 0.7,
+  paymentWindowMs: 30_000,
+  secondWaveBuyers: 10_000,
+  concurrency: 200,
+  rate: 0,
+  priceMinor: 1999,
+  apiPort: 3000,
+  taskQueue: 'flash-sale-orders',
+  maxDurationMs: 15 * 60_000,
+  reportDir: 'reports',
+};
+
+export interface WaveSummary {
+  requests: number;
+  durationMs: number;
+  offeredRate: number;
+  servedRate: number;
+  statusCounts: Record<string, number>;
+  latencyAcceptedMs: ReturnType<typeof latencySummary>;
+  latencySoldOutMs: ReturnType<typeof latencySummary>;
+  accepted: number;
+  msToLastAccepted: number | null;
+}
+
+export interface DemoResult {
+  saleId: number;
+  options: Omit<DemoOptions, 'print'>;
+  machine: { cores: number; node: string };
+  waves: WaveSummary[];
+  msFromStartToLastPersisted: number | null;
+  payments: Record<string, number>;
+  finalCounts: Record<string, number>;
+  audit: AuditReport;
+  reportFiles: string[];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function signTokens(config: Config, prefix: string, count: number): Promise<string[]> {
+  const key = new TextEncoder().encode(config.JWT_SECRET);
+  const tokens: string[] = [];
+  for (let i = 0; i < count; i++) {
+    tokens.push(await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(`${prefix}${i}`).setExpirationTime('2h').sign(key));
+  }
+  return tokens;
+}
+
+function shuffle<T>(list: T[]): T[] {
+  for (let i = list.length - 1; i > 0; i--) {
+    const j = randomInt(i + 1);
+    [list[i], list[j]] = [list[j], list[i]];
+  }
+  return list;
+}
+
+function summarize(results: readonly PressResult[], startMs: number, endMs: number, saleStartMs: number): WaveSummary {
+  const statusCounts: Record<string, number> = {};
+  for (const r of results) statusCounts[r.status || 'network error'] = (statusCounts[r.status || 'network error'] ?? 0) + 1;
+  const accepted = results.filter((r) => r.status === 202);
+  const durationMs = Math.max(1, endMs - startMs);
+  const lastAnswer = results.reduce((m, r) => Math.max(m, r.answeredAtMs), startMs);
+  return {
+    requests: results.length,
+    durationMs,
+    offeredRate: Math.round((results.length / durationMs) * 1000),
+    servedRate: Math.round((results.filter((r) => r.status > 0).length / Math.max(1, lastAnswer - startMs)) * 1000),
+    statusCounts,
+    latencyAcceptedMs: latencySummary(accepted.map((r) => r.latencyMs)),
+    latencySoldOutMs: latencySummary(results.filter((r) => r.status === 410).map((r) => r.latencyMs)),
+    accepted: accepted.length,
+    msToLastAccepted: accepted.length ? Math.max(...accepted.map((r) => r.answeredAtMs)) - saleStartMs : null,
+  };
+}
+
+/** Runs the whole sale. @throws when the stack is not up or a process does not start */
+export async function runDemo(options: DemoOptions): Promise<DemoResult> {
+  const { print, ...plainOptions } = options;
+  const runId = new Date().toISOString().replace(/[:.]/g, '-');
+  const dir = join(options.reportDir, `demo-${runId}`);
+  mkdirSync(dir, { recursive: true });
+  const env = { ...process.env, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info' };
+  const config = loadConfig(env);
+  const hardStopMs = Date.now() + options.maxDurationMs;
+  await migrate(config);
+
+  const pool = createPool(config);
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
+  const store = new ReservationStore(redis);
+  const temporal = await connectTemporal(config);
+  const children: Child[] = [];
+  const payments = { route: 0, signal: 0, refused: 0, failed: 0 };
+  const inFlightPayments: Promise<void>[] = [];
+  let progress: NodeJS.Timeout | undefined;
+
+  try {
+    print(`signing ${options.buyers + options.secondWaveBuyers} buyer tokens…`);
+    const runTag = randomUUID().slice(0, 8);
+    const wave1Tokens = await signTokens(config, `buyer-${runTag}-`, options.buyers);
+    const wave2Tokens = await signTokens(config, `late-${runTag}-`, options.secondWaveBuyers);
+
+    print('starting the API and the worker…');
+    children.push(startChild('api', 'src/api/main.ts', env, join(dir, 'api.log'), 'api listening'));
+    children.push(startChild('worker', 'src/worker.ts', env, join(dir, 'worker.log'), 'worker running'));
+    await Promise.all(children.map((c) => c.ready));
+    const baseUrl = `http://${config.API_HOST}:${options.apiPort}`;
+
+    const saleStartMs = Date.now() + 2000;
+    const sale = await createSale(pool, {
+      name: `demo ${runId}`,
+      startsAt: new Date(saleStartMs).toISOString(),
+      endsAt: new Date(saleStartMs + options.maxDurationMs).toISOString(),
+      paymentWindowMs: options.paymentWindowMs,
+      items: Array.from({ length: options.items }, (_, i) => ({ productId: `item-${i + 1}`, quantity: options.quantity, priceMinor: options.priceMinor, currency: 'EUR' })),
+    });
+    await loadSale(pool, store, sale.saleId, false);
+    const itemIds = sale.items.map((i) => i.itemId);
+    const totalUnits = options.quantity * options.items;
+    print(`sale ${sale.saleId}: ${options.items} item(s) × ${options.quantity} units, payment window ${options.paymentWindowMs} ms, opens in 2 s`);
+
+    const accepted: string[] = [];
+    const counts: Record<string, number> = {};
+    const pay = (orderId: string) => {
+      const paymentId = `pay-${orderId}`;
+      const viaSignal = accepted.length % 2 === 0;
+      const delay = randomInt(100, Math.max(101, Math.floor(options.paymentWindowMs / 3)));
+      inFlightPayments.push(
+        sleep(delay).then(async () => {
+          try {
+            if (viaSignal) {
+              await temporal.workflow.getHandle(orderId).signal(paidSignal, { paymentId, amount: options.priceMinor });
+              payments.signal += 1;
+              return;
+            }
+            const res = await request(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },
+              body: JSON.stringify({ paymentId, amount: options.priceMinor }),
+            });
+            await res.body.dump();
+            if (res.statusCode === 200) payments.route += 1;
+            else payments.refused += 1;
+          } catch {
+            payments.failed += 1;
+          }
+        }),
+      );
+    };
+    const onResult = (payShare: number) => (r: PressResult) => {
+      counts[r.status] = (counts[r.status] ?? 0) + 1;
+      if (r.status === 202 && r.orderId) {
+        accepted.push(r.orderId);
+        if (Math.random() < payShare) pay(r.orderId);
+      }
+    };
+    const dbCounts = async () => {
+      const res = await pool.query<{ status: string; n: number }>('SELECT status, count(*)::int AS n FROM orders WHERE sale_id = $1 GROUP BY status', [sale.saleId]);
+      return Object.fromEntries(res.rows.map((r) => [r.status, r.n])) as Record<string, number>;
+    };
+    const t0 = Date.now();
+    progress = setInterval(() => {
+      void dbCounts().then((db) => {
+        const persisted = Object.values(db).reduce((a, b) => a + b, 0);
+        print(
+          `[${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s] answered ${Object.values(counts).reduce((a, b) => a + b, 0)} | ` +
+            `202 ${counts[202] ?? 0} | 410 ${counts[410] ?? 0} | 409 ${counts[409] ?? 0} | other ${Object.entries(counts).filter(([s]) => !['202', '409', '410'].includes(s)).reduce((a, [, n]) => a + n, 0)} | ` +
+            `persisted ${persisted} | pending ${db.PENDING ?? 0} | paid ${db.PAID ?? 0} | expired ${db.EXPIRED ?? 0} | rejected ${db.REJECTED ?? 0}`,
+        );
+      });
+    }, 1000);
+
+    const waitAllFinal = async (expected: number) => {
+      while (Date.now() < hardStopMs) {
+        await Promise.all(inFlightPayments);
+        const db = await dbCounts();
+        const rows = Object.values(db).reduce((a, b) => a + b, 0);
+        if (rows >= expected && !db.PENDING) return;
+        await sleep(500);
+      }
+      throw new Error('orders did not all reach a final state before maxDurationMs');
+    };
+
+    // Wave 1: the stampede.
+    const presses: Press[] = [];
+    wave1Tokens.forEach((token, i) => {
+      const press = { token, buyer: `buyer-${runTag}-${i}`, itemId: itemIds[i % itemIds.length] };
+      const times = Math.random() < options.impatientShare ? options.impatientPresses : 1;
+      for (let k = 0; k < times; k++) presses.push(press);
+    });
+    shuffle(presses);
+    await sleep(Math.max(0, saleStartMs - Date.now()));
+    print(`sale open: ${presses.length} presses from ${options.buyers} buyers`);
+    const wave1Start = Date.now();
+    const wave1 = await pressAll({ baseUrl, presses, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare) });
+    const wave1Summary = summarize(wave1, wave1Start, Date.now(), saleStartMs);
+    const wave1Accepted = accepted.length;
+    print(`wave 1 done: ${wave1Accepted} accepted; waiting for payments and expiries…`);
+    await waitAllFinal(wave1Accepted);
+    const lastPersisted = await pool.query<{ ms: number | null }>(
+      'SELECT (extract(epoch FROM max(created_at)) * 1000)::float8 AS ms FROM orders WHERE sale_id = $1',
+      [sale.saleId],
+    );
+    const back = (await store.stock(sale.saleId, itemIds)).values();
+    const unitsBack = [...back].reduce<number>((n, v) => n + (v ?? 0), 0);
+
+    // Wave 2: new buyers for the units that came back; the sold-out flags clear within SOLD_OUT_RECHECK_MS.
+    await sleep(config.SOLD_OUT_RECHECK_MS + 200);
+    print(`wave 2: ${unitsBack} units back in stock, ${options.secondWaveBuyers} new buyers`);
+    const wave2Presses = shuffle(wave2Tokens.map((token, i) => ({ token, buyer: `late-${runTag}-${i}`, itemId: itemIds[i % itemIds.length] })));
+    const wave2Start = Date.now();
+    const wave2 = await pressAll({ baseUrl, presses: wave2Presses, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(1) });
+    const wave2Summary = summarize(wave2, wave2Start, Date.now(), wave2Start);
+    await waitAllFinal(accepted.length);
+    clearInterval(progress);
+
+    print('auditing…');
+    const audit = await auditSale(
+      { pool, redis, store, temporal, kafka: createKafka(config, 'flash-sale-demo-audit'), topic: config.KAFKA_TOPIC },
+      sale.saleId,
+      accepted,
+    );
+    const finalCounts = await dbCounts();
+    const result: DemoResult = {
+      saleId: sale.saleId,
+      options: plainOptions,
+      machine: { cores: cpus().length, node: process.version },
+      waves: [wave1Summary, wave2Summary],
+      msFromStartToLastPersisted: lastPersisted.rows[0].ms === null ? null : Math.round(lastPersisted.rows[0].ms - saleStartMs),
+      payments,
+      finalCounts: { units: totalUnits, ...finalCounts },
+      audit,
+      reportFiles: [join(dir, 'report.json'), join(dir, 'report.md')],
+    };
+    writeFileSync(result.reportFiles[0], JSON.stringify(result, null, 2));
+    writeFileSync(result.reportFiles[1], renderMarkdown(result));
+    return result;
+  } finally {
+    clearInterval(progress);
+    await Promise.allSettled(inFlightPayments);
+    await Promise.allSettled(children.map((c) => c.stop()));
+    await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
+  }
+}
+
+/** The report as Markdown: waves, latencies, timings, final counts, audit. */
+export function renderMarkdown(r: DemoResult): string {
+  const waveRow = (name: string, w: WaveSummary) =>
+    `| ${name} | ${w.requests} | ${w.offeredRate} | ${w.servedRate} | ${Object.entries(w.statusCounts)
+      .map(([s, n]) => `${s}: ${n}`)
+      .join(', ')} | ${w.latencyAcceptedMs.p50} / ${w.latencyAcceptedMs.p95} / ${w.latencyAcceptedMs.p99} | ${w.latencySoldOutMs.p50} / ${w.latencySoldOutMs.p95} / ${w.latencySoldOutMs.p99} | ${w.msToLastAccepted ?? '-'} |`;
+  return [
+    `# Flash sale demo — sale ${r.saleId}`,
+    '',
+    `Machine: ${r.machine.cores} cores, Node ${r.machine.node}. Buyers: ${r.options.buyers} + ${r.options.secondWaveBuyers}; units: ${r.options.items} × ${r.options.quantity}; payment window ${r.options.paymentWindowMs} ms.`,
+    '',
+    '| wave | requests | offered req/s | served req/s | statuses | 202 latency p50/p95/p99 ms | 410 latency p50/p95/p99 ms | ms to last 202 |',
+    '|---|---|---|---|---|---|---|---|',
+    waveRow('1 (stampede)', r.waves[0]),
+    waveRow('2 (units back)', r.waves[1]),
+    '',
+    `Sale start → last order persisted (wave 1): ${r.msFromStartToLastPersisted ?? '-'} ms. The last 202 of a wave is also the start of its last workflow (202 is answered after the start).`,
+    '',
+    `Payments: ${Object.entries(r.payments)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}.`,
+    '',
+    `Final orders: ${Object.entries(r.finalCounts)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}.`,
+    '',
+    '```',
+    formatAudit(r.audit),
+    '```',
+    '',
+  ].join('\n');
+}
