@@ -1,6 +1,5 @@
 /** PostgreSQL pool and migrations (node-pg-migrate over migrations/*.sql). PostgreSQL is the source of truth. */
 import { join } from 'node:path';
-import { runner } from 'node-pg-migrate';
 import { Pool, type PoolClient } from 'pg';
 import type { Config } from './config';
 
@@ -24,6 +23,9 @@ export function createPool(config: Config, onError: (err: Error) => void = () =>
  * @throws the driver's error when the database is unreachable or a migration fails (the run is rolled back)
  */
 export async function migrate(config: Config, log: (msg: string) => void = () => undefined): Promise<void> {
+  // node-pg-migrate 8 is ESM-only: loaded on demand, so that importing this module (createPool) also works
+  // where require() of ESM does not, such as Jest's CommonJS runtime on Node 20.
+  const { runner } = await import('node-pg-migrate');
   await runner({
     databaseUrl: {
       host: config.PGHOST,
