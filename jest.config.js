@@ -3,7 +3,13 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
-  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', isolatedModules: true }] },
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', isolatedModules: true }],
+    // jose 6 ships only ES modules, which Jest's CommonJS runtime cannot require() before Node 24.9:
+    // compile it to CommonJS like our own code.
+    '^.+\\.js$': ['ts-jest', { tsconfig: { allowJs: true, module: 'commonjs', target: 'ES2022' }, isolatedModules: true }],
+  },
+  transformIgnorePatterns: ['/node_modules/(?!jose/)'],
   testTimeout: 60000,
   // Temporal workers hold native handles; suites run one at a time so no two Workers share the process.
   maxWorkers: 1,
