@@ -1,0 +1,58 @@
+/**
+ * Creates the orders topic on the local broker, idempotently: the broker runs with
+ * auto.create.topics.enable=false (DESIGN.md: topics are created up front, never auto-created).
+ * Run by scripts/services.sh after the broker listens:  npx tsx scripts/kafka-topics.ts
+ * Settings come from scripts/stack.env (environment wins). Prints one line; exits 1 on failure.
+ */
+import { Kafka, logLevel } from 'kafkajs';
+import { stackEnv } from './stack-env';
+
+async function main(): Promise<void> {
+  const env = stackEnv();
+  const topic = env.KAFKA_TOPIC;
+  const partitions = Number(env.KAFKA_TOPIC_PARTITIONS);
+  if (!Number.isInteger(partitions) || partitions < 1) {
+    throw new Error(`KAFKA_TOPIC_PARTITIONS must be a positive integer, got ${env.KAFKA_TOPIC_PARTITIONS}`);
+  }
+
+  const kafka = new Kafka({
+    clientId: 'flash-sale-stack',
+    brokers: [`127.0.0.1:${env.KAFKA_PORT}`],
+    logLevel: logLevel.ERROR,
+    // The broker may have just opened its port; give it time to finish starting.
+    retry: { retries: 10, initialRetryTime: 300 },
+  });
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    // Look first: createTopics on an existing topic works (answers false) but makes kafkajs log an error.
+    const exists = (await admin.listTopics()).includes(topic);
+    if (!exists) {
+      await admin.createTopics({
+        topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }],
+        waitForLeaders: true,
+      });
+    }
+    const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
+    const existing = metadata.topics[0].partitions.length;
+    let note = exists ? 'exists' : 'created';
+    if (existing < partitions) {
+      // Kafka can add partitions but never remove them; adding re-maps keys, acceptable on a dev stack.
+      await admin.createPartitions({ topicPartitions: [{ topic, count: partitions }] });
+      note = `grown from ${existing}`;
+    } else if (existing > partitions) {
+      throw new Error(
+        `topic ${topic} has ${existing} partitions, more than KAFKA_TOPIC_PARTITIONS=${partitions}; ` +
+          'Kafka cannot shrink a topic: set the setting back, or delete .local/kafka/data for a fresh broker',
+      );
+    }
+    console.log(`topic ${topic}: ${partitions} partitions (${note})`);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(`kafka-topics: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});
