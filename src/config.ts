@@ -50,6 +50,8 @@ const schema = z
     JWT_JWKS_URL: z.url().optional(),
     JWT_ISSUER: z.string().min(1).optional(),
     JWT_AUDIENCE: z.string().min(1).optional(),
+    /** Verified tokens kept until their expiry, so repeated presses skip signature checks. */
+    JWT_CACHE_SIZE: z.coerce.number().int().min(0).max(10_000_000).default(100_000),
     ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_ADMIN_TOKEN),
     PAYMENT_SERVICE_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_PAYMENT_TOKEN),
 

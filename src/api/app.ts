@@ -59,7 +59,7 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
   const app = new Koa();
   app.proxy = false;
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '16kb', encoding: 'utf-8' });
-  const buyer = await buyerAuth(deps.config);
+  const buyer = buyerAuth(deps.config);
   const admin = staticBearer(deps.config.ADMIN_TOKEN);
   const paymentService = staticBearer(deps.config.PAYMENT_SERVICE_TOKEN);
 
