@@ -1,0 +1,134 @@
+/**
+ * Downstream ledger (`tsx src/consumers/ledger.ts`): consumes the order events on Kafka and records each one
+ * once in PostgreSQL's order_events, whose primary key is the eventId. Kafka delivers at least once and the
+ * workflow may publish an event twice (a retried activity); the insert is ON CONFLICT (event_id) DO NOTHING,
+ * so a copy changes nothing (I5). Offsets are committed only after the batch's insert has committed: a crash
+ * in between redelivers the batch, and the copies are dropped by the same rule. Messages that are not order
+ * events are logged and skipped, so one bad message cannot stall its partition.
+ */
+import type { Consumer, KafkaMessage } from 'kafkajs';
+import type { Pool } from 'pg';
+import { loadConfig, type Config } from '../config';
+import { createPool } from '../db';
+import { isOrderId, MAX_INT4, type OrderEvent } from '../domain';
+import { createKafka } from '../events';
+import { createLogger, type Logger } from '../logger';
+
+/** Consumer group of the ledger; a second ledger process in the same group shares the partitions. */
+export const LEDGER_GROUP_ID = 'flash-sale-ledger';
+
+export interface LedgerOptions {
+  /** Default LEDGER_GROUP_ID. */
+  groupId?: string;
+  /** Where a group without committed offsets starts; default true (a new ledger records the whole topic). */
+  fromBeginning?: boolean;
+  log?: Logger;
+}
+
+export interface RunningLedger {
+  consumer: Consumer;
+  /** Leaves the group after the batch in progress (its offsets are committed only if its insert was). */
+  stop(): Promise<void>;
+}
+
+type LedgerRow = Pick<OrderEvent, 'eventId' | 'type' | 'orderId' | 'saleId' | 'itemId' | 'userId' | 'occurredAt'>;
+
+const isId = (value: unknown): value is number => Number.isInteger(value) && (value as number) > 0 && (value as number) <= MAX_INT4;
+
+/** @returns the event's ledger columns, or undefined when the message is not a well-formed order event */
+function parse(message: KafkaMessage): LedgerRow | undefined {
+  let event: Partial<OrderEvent>;
+  try {
+    event = JSON.parse(message.value?.toString('utf8') ?? '') as Partial<OrderEvent>;
+  } catch {
+    return undefined;
+  }
+  const { eventId, type, orderId, saleId, itemId, userId, occurredAt } = event ?? {};
+  if (typeof eventId !== 'string' || eventId.length === 0 || typeof type !== 'string' || typeof userId !== 'string') return undefined;
+  if (typeof orderId !== 'string' || !isOrderId(orderId) || !isId(saleId) || !isId(itemId)) return undefined;
+  if (typeof occurredAt !== 'string' || Number.isNaN(Date.parse(occurredAt))) return undefined;
+  return { eventId, type, orderId, saleId, itemId, userId, occurredAt };
+}
+
+/** Inserts the rows in one statement; rows whose eventId is already recorded (or repeated here) are skipped. */
+async function record(pool: Pool, rows: readonly LedgerRow[]): Promise<number> {
+  const res = await pool.query(
+    `INSERT INTO order_events (event_id, type, order_id, sale_id, item_id, user_id, occurred_at)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::int[], $5::int[], $6::text[], $7::timestamptz[])
+     ON CONFLICT (event_id) DO NOTHING`,
+    [
+      rows.map((r) => r.eventId),
+      rows.map((r) => r.type),
+      rows.map((r) => r.orderId),
+      rows.map((r) => r.saleId),
+      rows.map((r) => r.itemId),
+      rows.map((r) => r.userId),
+      rows.map((r) => r.occurredAt),
+    ],
+  );
+  return res.rowCount ?? 0;
+}
+
+/**
+ * Joins the ledger's consumer group on config.KAFKA_TOPIC and records every event in order_events.
+ * @throws kafkajs errors when the broker is unreachable at start
+ */
+export async function startLedger(config: Config, pool: Pool, options: LedgerOptions = {}): Promise<RunningLedger> {
+  const log = options.log ?? createLogger(config.LOG_LEVEL, 'ledger');
+  const consumer = createKafka(config, 'flash-sale-ledger').consumer({
+    groupId: options.groupId ?? LEDGER_GROUP_ID,
+    allowAutoTopicCreation: false,
+  });
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic: config.KAFKA_TOPIC, fromBeginning: options.fromBeginning ?? true });
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+        if (batch.messages.length === 0) return;
+        const rows: LedgerRow[] = [];
+        for (const message of batch.messages) {
+          const row = parse(message);
+          if (row) rows.push(row);
+          else log.warn({ partition: batch.partition, offset: message.offset }, 'skipping a message that is not an order event');
+        }
+        const inserted = rows.length ? await record(pool, rows) : 0;
+        const last = batch.messages[batch.messages.length - 1].offset;
+        resolveOffset(last);
+        // Committed after the insert: a crash before this line redelivers the batch, which inserts nothing new.
+        await consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: String(BigInt(last) + 1n) }]);
+        await heartbeat();
+        log.debug({ partition: batch.partition, received: batch.messages.length, inserted }, 'ledger batch recorded');
+      },
+    });
+  } catch (err) {
+    await consumer.disconnect().catch(() => undefined);
+    throw err;
+  }
+  return { consumer, stop: () => consumer.disconnect() };
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.LOG_LEVEL, 'ledger');
+  const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
+  const ledger = await startLedger(config, pool, { log });
+  log.info({ topic: config.KAFKA_TOPIC, groupId: LEDGER_GROUP_ID }, 'ledger running');
+  const stop = () => {
+    log.info('shutting down');
+    void ledger
+      .stop()
+      .then(() => pool.end())
+      .then(() => process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
