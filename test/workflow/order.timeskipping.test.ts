@@ -1,0 +1,284 @@
+/**
+ * orderWorkflow on the time-skipping test server with the real activities (PostgreSQL, Redis, Kafka): the
+ * 10-minute payment window passes in simulated time. Each order's unit is reserved in Redis first, as the
+ * purchase route does, so a release has something to give back.
+ *
+ * The time-skipping server knows no custom search attributes: starting a workflow with OrderStatus fails
+ * (INVALID_ARGUMENT "search attribute OrderStatus is not defined") and an upsert fails every workflow task
+ * (BadSearchAttributes) so the workflow hangs. createTimeSkipping has no searchAttributes option (only the dev
+ * server's does), but the test server implements OperatorService.AddSearchAttributes, so they are registered
+ * through env.connection.operatorService before any workflow starts. It does not implement ListSearchAttributes
+ * nor visibility queries; describe() does return the current search attributes.
+ *
+ * Events are compared after dropping redelivered copies by eventId, as a consumer does (I5): when a timer
+ * fires while the worker completes a signal's workflow task, the server fails that task (UnhandledCommand) and
+ * the local activities run again on the retry, so OrderPaid can reach Kafka twice with one eventId.
+ */
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { createActivities } from '../../src/activities';
+import type { OrderInput, OrderView } from '../../src/domain';
+import { createKafka, EventPublisher } from '../../src/events';
+import { findOrder } from '../../src/orders';
+import { saleKeys } from '../../src/reservations';
+import { startOrderWorkflow } from '../../src/temporal';
+import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, statusQuery, UserIdKey } from '../../src/workflows/definitions';
+import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { countByType, openEventTap, uniqueEvents, type EventTap } from '../kafka';
+
+const TEST_SERVER = join(__dirname, '..', '..', '.local', 'venv', 'bin', 'temporal-test-server');
+const WINDOW_MS = 600_000;
+const PRICE = 1999;
+
+const config = testConfig();
+let env: TestWorkflowEnvironment;
+let clients: Clients;
+let events: EventPublisher;
+let tap: EventTap;
+let bundle: WorkflowBundleWithSourceMap;
+let worker: Worker;
+let running: Promise<void>;
+
+function workerOn(taskQueue: string): Promise<Worker> {
+  return Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: bundle,
+    activities: createActivities({ pool: clients.pool, store: clients.store, events }),
+  });
+}
+
+beforeAll(async () => {
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: TEST_SERVER } } });
+  const { IndexedValueType } = temporal.api.enums.v1;
+  await env.connection.operatorService.addSearchAttributes({
+    namespace: env.client.options.namespace,
+    searchAttributes: Object.fromEntries(
+      [OrderStatusKey, SaleIdKey, ItemIdKey, UserIdKey].map((key) => [key.name, IndexedValueType[`INDEXED_VALUE_TYPE_${key.type}`]]),
+    ),
+  });
+  clients = connectClients(config);
+  events = await EventPublisher.connect(createKafka(config, 'test-timeskipping'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+  tap = await openEventTap(config);
+  bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('WARN') });
+  worker = await workerOn(config.TEMPORAL_TASK_QUEUE);
+  running = worker.run();
+}, 120_000);
+
+afterAll(async () => {
+  if (worker?.getState() === 'RUNNING') worker.shutdown();
+  await running;
+  await Promise.allSettled([tap?.close(), events?.disconnect(), clients?.close()]);
+  await env?.teardown();
+});
+
+/** A sale of `quantity` units with one unit reserved in Redis for a new order; the order is not started. */
+async function reservedOrder(quantity = 10): Promise<OrderInput> {
+  const sale = await createTestSale(clients, { quantities: [quantity], priceMinor: PRICE, paymentWindowMs: WINDOW_MS });
+  const order: OrderInput = {
+    orderId: randomUUID(),
+    saleId: sale.saleId,
+    itemId: sale.items[0].itemId,
+    userId: `buyer-${randomUUID()}`,
+    priceMinor: PRICE,
+    paymentWindowMs: WINDOW_MS,
+    reservedAtMs: Date.now(),
+  };
+  const outcome = await clients.store.reserve(order.saleId, order.itemId, order.userId, order.orderId, order.reservedAtMs);
+  expect(outcome).toEqual({ kind: 'RESERVED', stockLeft: quantity - 1 });
+  return order;
+}
+
+async function start(order: OrderInput, taskQueue = config.TEMPORAL_TASK_QUEUE): Promise<WorkflowHandle> {
+  await startOrderWorkflow(env.client, taskQueue, order);
+  return env.client.workflow.getHandle(order.orderId);
+}
+
+/** What PostgreSQL and Redis say about the order and its item. */
+async function state(order: OrderInput) {
+  const keys = saleKeys(order.saleId);
+  const [row, item, stock, reservation, buyer] = await Promise.all([
+    findOrder(clients.pool, order.orderId),
+    clients.pool.query<{ sold: number; quantity: number }>('SELECT sold, quantity FROM items WHERE id = $1', [order.itemId]),
+    clients.store.stock(order.saleId, [order.itemId]),
+    clients.redis.hget(keys.reservations, order.orderId),
+    clients.redis.hget(keys.buyers, order.userId),
+  ]);
+  return { row, sold: item.rows[0].sold, stock: stock.get(order.itemId), reservation, buyer };
+}
+
+async function waitForRow(orderId: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await findOrder(clients.pool, orderId)) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`order ${orderId} never reached PostgreSQL`);
+}
+
+async function orderStatusAttribute(handle: WorkflowHandle): Promise<unknown> {
+  return (await handle.describe()).typedSearchAttributes.get(OrderStatusKey);
+}
+
+test('an unpaid order expires after the 10-minute window: unit back in Redis and PostgreSQL, OrderExpired', async () => {
+  const order = await reservedOrder(10);
+  const startedAt = await env.currentTimeMs();
+  const handle = await start(order);
+  await waitForRow(order.orderId);
+
+  const pending = await handle.query(statusQuery);
+  expect(pending).toMatchObject({ orderId: order.orderId, status: 'PENDING', priceMinor: PRICE });
+  expect(Date.parse(pending.deadline) - startedAt).toBeGreaterThanOrEqual(WINDOW_MS);
+  expect(await orderStatusAttribute(handle)).toBe('PENDING');
+
+  const view: OrderView = await handle.result(); // the server skips the 10 minutes
+  expect(view.status).toBe('EXPIRED');
+  expect(await env.currentTimeMs()).toBeGreaterThanOrEqual(Date.parse(view.deadline));
+  expect(await handle.query(statusQuery)).toEqual(view);
+  expect(await orderStatusAttribute(handle)).toBe('EXPIRED');
+
+  const after = await state(order);
+  expect(after.row).toMatchObject({ status: 'EXPIRED', paymentId: null });
+  expect(after.row?.deadlineAt.toISOString()).toBe(view.deadline);
+  expect(after.sold).toBe(0);
+  expect(after.stock).toBe(10);
+  expect(after.reservation).toBeNull();
+  expect(after.buyer).toBeNull();
+
+  const seen = uniqueEvents(await tap.collect([order.orderId], { until: (es) => es.some((e) => e.type === 'OrderExpired') }));
+  expect(countByType(seen)).toEqual({ OrderPlaced: 1, OrderExpired: 1 });
+  expect(seen.find((e) => e.type === 'OrderExpired')).toMatchObject({
+    eventId: `${order.orderId}:OrderExpired`,
+    saleId: order.saleId,
+    itemId: order.itemId,
+    userId: order.userId,
+  });
+});
+
+test('paid by signal at 9:59 the order is PAID and nothing is released', async () => {
+  const order = await reservedOrder(10);
+  const startedAt = await env.currentTimeMs();
+  const handle = await start(order);
+  await waitForRow(order.orderId);
+
+  await env.sleep(startedAt + WINDOW_MS - 1000 - (await env.currentTimeMs()));
+  expect(await env.currentTimeMs()).toBeLessThan(startedAt + WINDOW_MS);
+  expect((await handle.query(statusQuery)).status).toBe('PENDING');
+  expect(await orderStatusAttribute(handle)).toBe('PENDING');
+  await handle.signal(paidSignal, { paymentId: `pay-${order.orderId}`, amount: PRICE });
+
+  const view: OrderView = await handle.result();
+  expect(view).toMatchObject({ status: 'PAID', paymentId: `pay-${order.orderId}` });
+  expect(await orderStatusAttribute(handle)).toBe('PAID');
+
+  const after = await state(order);
+  expect(after.row).toMatchObject({ status: 'PAID', paymentId: `pay-${order.orderId}` });
+  expect(after.sold).toBe(1);
+  expect(after.stock).toBe(9);
+  expect(after.reservation).not.toBeNull();
+  expect(after.buyer).toBe(order.orderId);
+
+  const seen = uniqueEvents(await tap.collect([order.orderId], { until: (es) => es.some((e) => e.type === 'OrderPaid') }));
+  expect(countByType(seen)).toEqual({ OrderPlaced: 1, OrderPaid: 1 });
+  expect(seen.find((e) => e.type === 'OrderPaid')).toMatchObject({ paymentId: `pay-${order.orderId}`, amount: PRICE });
+});
+
+test('a payment exactly at the deadline has exactly one outcome: PAID kept, or EXPIRED released once and refunded', async () => {
+  const order = await reservedOrder(10);
+  const paymentId = `pay-${order.orderId}`;
+  const handle = await start(order);
+  await waitForRow(order.orderId);
+  // Sleep to the workflow's own deadline (10 minutes after its first task), to the millisecond.
+  const { deadline } = await handle.query(statusQuery);
+  await env.sleep(Date.parse(deadline) - (await env.currentTimeMs()));
+  let signalRefused = false;
+  try {
+    await handle.signal(paidSignal, { paymentId, amount: PRICE });
+  } catch (err) {
+    // The workflow may already have finished its compensation and completed: the payment service is told.
+    expect(err).toBeInstanceOf(WorkflowNotFoundError);
+    signalRefused = true;
+  }
+
+  const view: OrderView = await handle.result();
+  const after = await state(order);
+  const seen = uniqueEvents(await tap.collect([order.orderId], { until: (es) => es.some((e) => e.type === 'OrderPaid' || e.type === 'OrderExpired') }));
+  const refunds = seen.filter((e) => e.type === 'PaymentRefundRequired');
+
+  expect(['PAID', 'EXPIRED']).toContain(view.status);
+  expect(after.row?.status).toBe(view.status);
+  expect(await orderStatusAttribute(handle)).toBe(view.status);
+  if (view.status === 'PAID') {
+    expect(signalRefused).toBe(false);
+    expect(after.row?.paymentId).toBe(paymentId);
+    expect(after).toMatchObject({ sold: 1, stock: 9, buyer: order.orderId });
+    expect(after.reservation).not.toBeNull();
+    expect(countByType(seen)).toEqual({ OrderPlaced: 1, OrderPaid: 1 });
+  } else {
+    expect(after.row?.paymentId).toBeNull();
+    expect(after).toMatchObject({ sold: 0, stock: 10, reservation: null, buyer: null });
+    if (signalRefused) {
+      expect(countByType(seen)).toEqual({ OrderPlaced: 1, OrderExpired: 1 });
+    } else {
+      expect(countByType(seen)).toEqual({ OrderPlaced: 1, OrderExpired: 1, PaymentRefundRequired: 1 });
+      expect(refunds[0]).toMatchObject({ paymentId, amount: PRICE, reason: 'PAYMENT_WINDOW_CLOSED' });
+    }
+  }
+});
+
+test('a duplicated paid signal has one effect; another payment for a paid order is refunded (ORDER_NOT_PENDING)', async () => {
+  const order = await reservedOrder(10);
+  const first = { paymentId: `pay-${order.orderId}`, amount: PRICE };
+  const second = { paymentId: `pay2-${order.orderId}`, amount: PRICE };
+  // No worker polls this queue yet, so all three signals are in the history before the workflow runs:
+  // none of them can arrive after the workflow completed.
+  const taskQueue = `${config.TEMPORAL_TASK_QUEUE}-signals`;
+  const handle = await start(order, taskQueue);
+  await handle.signal(paidSignal, first);
+  await handle.signal(paidSignal, first);
+  await handle.signal(paidSignal, second);
+
+  const late = await workerOn(taskQueue);
+  const view: OrderView = await late.runUntil(handle.result());
+  expect(view).toMatchObject({ status: 'PAID', paymentId: first.paymentId });
+
+  const after = await state(order);
+  expect(after.row).toMatchObject({ status: 'PAID', paymentId: first.paymentId });
+  expect(after).toMatchObject({ sold: 1, stock: 9, buyer: order.orderId });
+
+  const seen = uniqueEvents(await tap.collect([order.orderId], { until: (es) => es.some((e) => e.type === 'PaymentRefundRequired') }));
+  expect(countByType(seen)).toEqual({ OrderPlaced: 1, OrderPaid: 1, PaymentRefundRequired: 1 });
+  expect(seen.find((e) => e.type === 'OrderPaid')).toMatchObject({ paymentId: first.paymentId });
+  expect(seen.find((e) => e.type === 'PaymentRefundRequired')).toMatchObject({
+    eventId: `${order.orderId}:PaymentRefundRequired:${second.paymentId}`,
+    paymentId: second.paymentId,
+    amount: PRICE,
+    reason: 'ORDER_NOT_PENDING',
+  });
+});
+
+test('an item exhausted in PostgreSQL while Redis still had a unit: REJECTED SOLD_OUT, reservation released', async () => {
+  const order = await reservedOrder(1);
+  await clients.pool.query('UPDATE items SET sold = quantity WHERE id = $1', [order.itemId]);
+  const handle = await start(order);
+
+  const view: OrderView = await handle.result();
+  expect(view).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(await orderStatusAttribute(handle)).toBe('REJECTED');
+
+  const after = await state(order);
+  expect(after.row).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(after.sold).toBe(1);
+  expect(after.stock).toBe(1);
+  expect(after.reservation).toBeNull();
+  expect(after.buyer).toBeNull();
+
+  const seen = uniqueEvents(await tap.collect([order.orderId], { until: (es) => es.some((e) => e.type === 'OrderRejected') }));
+  expect(countByType(seen)).toEqual({ OrderPlaced: 1, OrderRejected: 1 });
+  expect(seen.find((e) => e.type === 'OrderRejected')).toMatchObject({ reason: 'SOLD_OUT' });
+});
