@@ -1,6 +1,7 @@
 /**
  * Creates the orders topic on the local broker, idempotently: the broker runs with
  * auto.create.topics.enable=false (DESIGN.md: topics are created up front, never auto-created).
+ * Then waits for the group coordinator, so the broker is ready for consumer groups too.
  * Run by scripts/services.sh after the broker listens:  npx tsx scripts/kafka-topics.ts
  * Settings come from scripts/stack.env (environment wins). Prints one line; exits 1 on failure.
  */
@@ -18,7 +19,7 @@ async function main(): Promise<void> {
   const kafka = new Kafka({
     clientId: 'flash-sale-stack',
     brokers: [`127.0.0.1:${env.KAFKA_PORT}`],
-    logLevel: logLevel.ERROR,
+    logLevel: logLevel.NOTHING, // expected retries (coordinator loading) would read like failures; errors are thrown
     // The broker may have just opened its port; give it time to finish starting.
     retry: { retries: 10, initialRetryTime: 300 },
   });
@@ -46,6 +47,10 @@ async function main(): Promise<void> {
           'Kafka cannot shrink a topic: set the setting back, or delete .local/kafka/data for a fresh broker',
       );
     }
+    // A fresh broker creates __consumer_offsets (50 partitions) on the first group lookup, and until they are
+    // loaded a consumer's join fails with "not the correct coordinator" and soon gives up. Look a group up here
+    // (kafkajs retries while the coordinator is not available) so that the first real consumer finds it ready.
+    await admin.describeGroups(['flash-sale-stack-readiness']);
     console.log(`topic ${topic}: ${partitions} partitions (${note})`);
   } finally {
     await admin.disconnect();

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { readStackEnvDefaults } from '../../scripts/stack-env';
+import { readStackEnvDefaults, stackEnv } from '../../scripts/stack-env';
 
 interface Service {
   image?: string;
@@ -22,6 +22,7 @@ interface Service {
 
 const ROOT = join(__dirname, '..', '..');
 const stack = readStackEnvDefaults();
+const effective = stackEnv(); // what services.sh used when it generated .local/kafka/server.properties
 const { services } = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8')) as { services: Record<string, Service> };
 
 function service(name: string): Service {
@@ -85,7 +86,12 @@ test('Kafka is the stack.env version with the broker settings services.sh genera
       .filter((line) => line.includes('=') && !line.startsWith('#'))
       .map((line) => {
         const at = line.indexOf('=');
-        return [`KAFKA_${line.slice(0, at).replace(/\./g, '_').toUpperCase()}`, line.slice(at + 1)];
+        // The generated file has the effective ports; compose, the defaults.
+        const value = line
+          .slice(at + 1)
+          .replaceAll(`:${effective.KAFKA_PORT}`, `:${stack.KAFKA_PORT}`)
+          .replaceAll(`:${effective.KAFKA_CONTROLLER_PORT}`, `:${stack.KAFKA_CONTROLLER_PORT}`);
+        return [`KAFKA_${line.slice(0, at).replace(/\./g, '_').toUpperCase()}`, value];
       }),
   );
   const expected = {
