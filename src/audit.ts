@@ -46,6 +46,16 @@ const EVENT_OF: Record<OrderStatus, OrderEventType | undefined> = {
 
 const sample = (ids: Iterable<string>) => [...ids].slice(0, 5);
 
+/** @returns the event in a message, or undefined for a message that is not one of ours (other producers may share the topic) */
+function parseEvent(value: Buffer | null): OrderEvent | undefined {
+  try {
+    const event = JSON.parse(value?.toString() ?? '') as OrderEvent;
+    return typeof event === 'object' && event !== null && typeof event.eventId === 'string' ? event : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Reads the whole topic up to its current end and returns the sale's events, duplicates dropped by eventId (I5). */
 export async function readSaleEvents(kafka: Kafka, topic: string, saleId: number): Promise<{ events: Map<string, OrderEvent>; duplicates: number }> {
   const admin = kafka.admin();
@@ -62,13 +72,14 @@ export async function readSaleEvents(kafka: Kafka, topic: string, saleId: number
   try {
     await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
+      consumer.on(consumer.events.CRASH, ({ payload }) => reject(payload.error));
       consumer
         .run({
           autoCommit: false,
           eachBatch: async ({ batch }) => {
             for (const message of batch.messages) {
-              const event = JSON.parse(message.value?.toString() ?? '{}') as OrderEvent;
-              if (event.saleId === saleId) {
+              const event = parseEvent(message.value);
+              if (event?.saleId === saleId) {
                 if (events.has(event.eventId)) duplicates += 1;
                 else events.set(event.eventId, event);
               }

@@ -13,7 +13,7 @@ import { createSigner } from 'fast-jwt';
 import { request } from 'undici';
 import { auditSale, formatAudit, type AuditReport } from '../audit';
 import { loadConfig, type Config } from '../config';
-import { createPool, migrate } from '../db';
+import { createPool } from '../db';
 import { createKafka } from '../events';
 import { createRedis, ReservationStore } from '../reservations';
 import { createSale, loadSale } from '../sales';
@@ -136,7 +136,6 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const env = { ...process.env, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info' };
   const config = loadConfig(env);
   const hardStopMs = Date.now() + options.maxDurationMs;
-  await migrate(config);
 
   const pool = createPool(config);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
