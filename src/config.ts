@@ -31,7 +31,9 @@ const schema = z
     KAFKA_HOST: z.string().min(1).default('127.0.0.1'),
     KAFKA_PORT: port(9092),
     KAFKA_TOPIC: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/).default('flash-sale-orders'),
-    KAFKA_IDEMPOTENT: flag(false),
+    // bench/kafka.ts: with one request in flight the idempotent producer kept ~0.94x the plain producer's
+    // events/s at 10,000 events, far above the order rate, and spares consumers the producer-retry duplicates.
+    KAFKA_IDEMPOTENT: flag(true),
 
     TEMPORAL_HOST: z.string().min(1).default('127.0.0.1'),
     TEMPORAL_PORT: port(7233),

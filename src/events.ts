@@ -2,7 +2,7 @@
  * Order events on Kafka (kafkajs): topic flash-sale-orders, key = itemId for per-item ordering, acks from all
  * in-sync replicas, retries. Duplicates are harmless because every event carries its eventId (I5).
  */
-import { Kafka, logLevel, type Producer } from 'kafkajs';
+import { Kafka, logLevel, Partitioners, type Producer } from 'kafkajs';
 import type { Config } from './config';
 import type { OrderEvent } from './domain';
 
@@ -29,9 +29,9 @@ export class EventPublisher {
    * duplicates consumers drop by eventId.
    */
   static async connect(kafka: Kafka, topic: string, idempotent: boolean): Promise<EventPublisher> {
-    const producer = kafka.producer(
-      idempotent ? { idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false } : { allowAutoTopicCreation: false },
-    );
+    // The default (murmur2) partitioner, as Java clients use, so a key lands where other producers put it.
+    const common = { allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner };
+    const producer = kafka.producer(idempotent ? { ...common, idempotent: true, maxInFlightRequests: 1 } : common);
     await producer.connect();
     return new EventPublisher(producer, topic);
   }
