@@ -1,0 +1,86 @@
+/**
+ * Operator routes: /healthz, /readyz (Redis, PostgreSQL, Temporal up), /metrics (purchase outcomes counted by
+ * code, for exactly the answers this suite's API gave) and /openapi.json (the repository's document).
+ * Every response is checked against openapi.yaml.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { startApi, type RunningApi } from '../../src/api/main';
+import { connectTemporal } from '../../src/temporal';
+import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
+import { buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { http, openApiDocument, type Http } from '../openapi';
+
+const config = testConfig();
+const run = randomUUID().slice(0, 8);
+
+let clients: Clients;
+let api: RunningApi;
+let worker: RunningWorker;
+let temporal: Client;
+let call: Http;
+const accepted: string[] = [];
+
+beforeAll(async () => {
+  clients = connectClients(config);
+  worker = await startWorker(config, await buildWorkflowBundle());
+  api = await startApi(config);
+  temporal = await connectTemporal(config);
+  call = http(api.url);
+});
+
+afterAll(async () => {
+  await api?.close();
+  await Promise.allSettled(accepted.map((id) => temporal.workflow.getHandle(id).terminate('ops suite finished')));
+  await temporal?.connection.close();
+  await worker?.shutdown();
+  await clients?.close();
+});
+
+test('/healthz → 200 {"status":"ok"}', async () => {
+  const reply = await call('GET', '/healthz');
+  expect(reply.status).toBe(200);
+  expect(reply.body).toEqual({ status: 'ok' });
+});
+
+test('/readyz → 200 with Redis, PostgreSQL and Temporal up', async () => {
+  const reply = await call('GET', '/readyz');
+  expect(reply.status).toBe(200);
+  expect(reply.body).toEqual({ status: 'ready', checks: { redis: 'up', postgres: 'up', temporal: 'up' } });
+});
+
+test('/metrics counts each purchase answer under its code', async () => {
+  const sale = await createTestSale(clients, { quantities: [2] });
+  const itemId = sale.items[0].itemId;
+  const purchase = async (buyer: string, id: string | number = itemId) =>
+    call('POST', `/api/flash-sales/items/${id}/purchase`, { token: await buyerToken(config, `${buyer}-${run}`) });
+
+  const answers = [
+    await purchase('a'), // 202 PENDING
+    await purchase('a'), // 409 ALREADY_PURCHASED
+    await purchase('b'), // 202 PENDING, last unit: the item is flagged sold out
+    await purchase('c'), // 410 SOLD_OUT (from memory)
+    await purchase('d'), // 410 SOLD_OUT
+    await purchase('e', 'x1'), // 400 INVALID_ITEM_ID
+    await purchase('f', 2147483647), // 404 ITEM_NOT_FOUND
+  ];
+  expect(answers.map((a) => a.status)).toEqual([202, 409, 202, 410, 410, 400, 404]);
+  accepted.push(...answers.filter((a) => a.status === 202).map((a) => a.body.orderId as string));
+
+  const reply = await call('GET', '/metrics');
+  expect(reply.status).toBe(200);
+  expect(reply.headers.get('content-type')).toMatch(/^text\/plain/);
+  const counted = Object.fromEntries(
+    [...reply.text.matchAll(/^flash_sale_purchase_outcomes_total\{code="([A-Z_]+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]),
+  );
+  expect(counted).toEqual({ PENDING: 2, ALREADY_PURCHASED: 1, SOLD_OUT: 2, INVALID_ITEM_ID: 1, ITEM_NOT_FOUND: 1 });
+  expect(reply.text).toMatch(/^flash_sale_reservations_total\{result="reserved"\} 2$/m);
+  expect(reply.text).toMatch(/^flash_sale_sold_out_items 1$/m);
+  expect(reply.text).toMatch(/^flash_sale_purchase_duration_seconds_count\{code="SOLD_OUT"\} 2$/m);
+});
+
+test('/openapi.json → the document in openapi.yaml', async () => {
+  const reply = await call('GET', '/openapi.json');
+  expect(reply.status).toBe(200);
+  expect(reply.body).toEqual(openApiDocument);
+});

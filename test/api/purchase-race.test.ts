@@ -1,0 +1,258 @@
+/**
+ * Purchase under contention, over HTTP against the real API, Redis, Temporal and PostgreSQL (I1, I2, I3):
+ * 1,000 buyers for 100 units, the same crowd again (with the in-memory sold-out answer on and off), one buyer
+ * hammering, the last unit, an item with no stock, and the EVALSHA → EVAL fallback after SCRIPT FLUSH.
+ * Every response is checked against openapi.yaml by the http() wrapper.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
+import { startApi, type RunningApi } from '../../src/api/main';
+import { saleKeys } from '../../src/reservations';
+import { connectTemporal } from '../../src/temporal';
+import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
+import { buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { http, type ApiReply, type Http } from '../openapi';
+
+const run = randomUUID().slice(0, 8);
+const config = testConfig();
+// Same task queue, so the one worker serves both APIs' workflows.
+const configNoCache = testConfig({ SOLD_OUT_CACHE: 'false', TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE });
+
+let clients: Clients;
+let api: RunningApi;
+let apiNoCache: RunningApi;
+let worker: RunningWorker;
+let temporal: Client;
+let call: Http;
+let callNoCache: Http;
+/** Every order accepted in this suite, terminated in afterAll so no workflow outlives the suite's worker. */
+const accepted: string[] = [];
+
+beforeAll(async () => {
+  clients = connectClients(config);
+  worker = await startWorker(config, await buildWorkflowBundle());
+  api = await startApi(config);
+  apiNoCache = await startApi(configNoCache);
+  temporal = await connectTemporal(config);
+  call = http(api.url);
+  callNoCache = http(apiNoCache.url);
+});
+
+afterAll(async () => {
+  await api?.close();
+  await apiNoCache?.close();
+  await Promise.allSettled(accepted.map((id) => temporal.workflow.getHandle(id).terminate('purchase-race suite finished')));
+  await temporal?.connection.close();
+  await worker?.shutdown();
+  await clients?.close();
+});
+
+/** Runs tasks with at most `limit` in flight (like an HTTP agent with `limit` connections). */
+async function bounded<T>(limit: number, tasks: (() => Promise<T>)[]): Promise<T[]> {
+  const results: T[] = new Array(tasks.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      results[i] = await tasks[i]();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, lane));
+  return results;
+}
+
+function statusCounts(replies: ApiReply[]): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const r of replies) counts[r.status] = (counts[r.status] ?? 0) + 1;
+  return counts;
+}
+
+function purchasePath(itemId: number): string {
+  return `/api/flash-sales/items/${itemId}/purchase`;
+}
+
+/** Samples the item's Redis stock in a loop until stopped; @returns every value seen */
+function watchStock(saleId: number, itemId: number) {
+  const seen: number[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const value = (await clients.store.stock(saleId, [itemId])).get(itemId);
+      if (value !== undefined) seen.push(value);
+      await new Promise((r) => setImmediate(r));
+    }
+  })();
+  return async () => {
+    running = false;
+    await loop;
+    return seen;
+  };
+}
+
+async function stockOf(saleId: number, itemId: number): Promise<number | undefined> {
+  return (await clients.store.stock(saleId, [itemId])).get(itemId);
+}
+
+/** Polls until check() stops throwing, up to timeoutMs; rethrows its last error. */
+async function eventually(check: () => Promise<void>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+async function tokensFor(prefix: string, count: number): Promise<{ buyer: string; token: string }[]> {
+  return Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const buyer = `${prefix}-${run}-${i}`;
+      return { buyer, token: await buyerToken(config, buyer) };
+    }),
+  );
+}
+
+async function crowd(target: Http, itemId: number, buyers: { token: string }[]): Promise<ApiReply[]> {
+  return bounded(
+    100,
+    buyers.map(({ token }) => () => target('POST', purchasePath(itemId), { token })),
+  );
+}
+
+/** Checks one race of 1,000 buyers for 100 units; @returns each winner's orderId by buyer */
+async function raceForHundred(target: Http, prefix: string) {
+  const sale = await createTestSale(clients, { quantities: [100] });
+  const itemId = sale.items[0].itemId;
+  const buyers = await tokensFor(prefix, 1000);
+
+  const stopWatching = watchStock(sale.saleId, itemId);
+  const replies = await crowd(target, itemId, buyers);
+  const seen = await stopWatching();
+
+  expect(statusCounts(replies)).toEqual({ 202: 100, 410: 900 });
+  const winners = new Map<string, string>();
+  replies.forEach((r, i) => {
+    if (r.status === 202) winners.set(buyers[i].buyer, r.body.orderId as string);
+    else expect(r.body).toEqual({ error: 'SOLD_OUT' });
+  });
+  accepted.push(...winners.values());
+  expect(new Set(winners.values()).size).toBe(100);
+
+  expect(await stockOf(sale.saleId, itemId)).toBe(0);
+  expect(seen.length).toBeGreaterThan(0);
+  expect(Math.min(...seen)).toBeGreaterThanOrEqual(0);
+  // I2: stock + reservations = quantity; I3: each winner holds exactly their own order.
+  const keys = saleKeys(sale.saleId);
+  expect(await clients.redis.hgetall(keys.buyers)).toEqual(Object.fromEntries(winners));
+  const reservations = await clients.store.reservations(sale.saleId);
+  expect(new Map(reservations.map((r) => [r.userId, r.orderId]))).toEqual(winners);
+  expect(reservations.every((r) => r.itemId === itemId)).toBe(true);
+  return { sale, itemId, buyers, winners };
+}
+
+describe('1,000 distinct buyers race for 100 units', () => {
+  test('sold-out answer from memory ON (default): 100 × 202, 900 × 410, then the same crowd gets only 410', async () => {
+    const { sale, itemId, buyers } = await raceForHundred(call, 'race-on');
+
+    const again = await crowd(call, itemId, buyers);
+    // With the in-memory flag on, the flag answers before Redis' one-per-buyer check: the 100 winners asking
+    // again hear 410 SOLD_OUT, not 409 ALREADY_PURCHASED. No 202 either way.
+    expect(statusCounts(again)).toEqual({ 410: 1000 });
+    expect(again.every((r) => r.body.error === 'SOLD_OUT')).toBe(true);
+    expect(await stockOf(sale.saleId, itemId)).toBe(0);
+    expect(await clients.redis.hlen(saleKeys(sale.saleId).reservations)).toBe(100);
+
+    // I1 in PostgreSQL once the workflows have persisted their orders: sold = live orders = quantity.
+    await eventually(async () => {
+      const { rows } = await clients.pool.query<{ sold: number; live: number }>(
+        `SELECT i.sold, (SELECT count(*)::int FROM orders o WHERE o.item_id = i.id AND o.status IN ('PENDING', 'PAID')) AS live
+         FROM items i WHERE i.id = $1`,
+        [itemId],
+      );
+      expect(rows[0]).toEqual({ sold: 100, live: 100 });
+    });
+  });
+
+  test('sold-out answer from memory OFF: the second round gives 100 × 409 with each buyer’s own orderId and 900 × 410', async () => {
+    const { sale, itemId, buyers, winners } = await raceForHundred(callNoCache, 'race-off');
+
+    const again = await crowd(callNoCache, itemId, buyers);
+    expect(statusCounts(again)).toEqual({ 409: 100, 410: 900 });
+    again.forEach((r, i) => {
+      const own = winners.get(buyers[i].buyer);
+      if (own) expect(r.body).toEqual({ error: 'ALREADY_PURCHASED', orderId: own });
+      else expect(r.body).toEqual({ error: 'SOLD_OUT' });
+    });
+    expect(await stockOf(sale.saleId, itemId)).toBe(0);
+  });
+});
+
+test('one buyer, 50 parallel requests, stock 10: exactly one 202 and 49 × 409 naming that order; stock 9', async () => {
+  const sale = await createTestSale(clients, { quantities: [10] });
+  const itemId = sale.items[0].itemId;
+  const token = await buyerToken(config, `hammer-${run}`);
+  const replies = await Promise.all(Array.from({ length: 50 }, () => call('POST', purchasePath(itemId), { token })));
+
+  expect(statusCounts(replies)).toEqual({ 202: 1, 409: 49 });
+  const orderId = replies.find((r) => r.status === 202)?.body.orderId as string;
+  accepted.push(orderId);
+  for (const r of replies.filter((r) => r.status === 409)) expect(r.body).toEqual({ error: 'ALREADY_PURCHASED', orderId });
+  expect(await stockOf(sale.saleId, itemId)).toBe(9);
+  expect(await clients.redis.hgetall(saleKeys(sale.saleId).reservations)).toEqual({
+    [orderId]: expect.stringMatching(new RegExp(`^${itemId}\\|hammer-${run}\\|\\d+$`)),
+  });
+});
+
+test('the last unit, two buyers at once: one 202 and one 410', async () => {
+  const sale = await createTestSale(clients, { quantities: [1] });
+  const itemId = sale.items[0].itemId;
+  const [a, b] = await tokensFor('last-unit', 2);
+  const replies = await Promise.all([a, b].map(({ token }) => call('POST', purchasePath(itemId), { token })));
+
+  expect(replies.map((r) => r.status).sort()).toEqual([202, 410]);
+  accepted.push(replies.find((r) => r.status === 202)?.body.orderId as string);
+  expect(replies.find((r) => r.status === 410)?.body).toEqual({ error: 'SOLD_OUT' });
+  expect(await stockOf(sale.saleId, itemId)).toBe(0);
+  expect(await clients.redis.hlen(saleKeys(sale.saleId).reservations)).toBe(1);
+});
+
+test('an item with quantity 0: 410, stock stays 0 and no reservation is recorded', async () => {
+  const sale = await createTestSale(clients, { quantities: [0] });
+  const itemId = sale.items[0].itemId;
+  const [buyer] = await tokensFor('nothing-left', 1);
+  const reply = await call('POST', purchasePath(itemId), { token: buyer.token });
+
+  expect(reply.status).toBe(410);
+  expect(reply.body).toEqual({ error: 'SOLD_OUT' });
+  expect(await stockOf(sale.saleId, itemId)).toBe(0);
+  const keys = saleKeys(sale.saleId);
+  expect(await clients.redis.exists(keys.buyers, keys.reservations)).toBe(0);
+});
+
+test('after SCRIPT FLUSH, reserve falls back from EVALSHA to EVAL and a purchase still succeeds', async () => {
+  const sale = await createTestSale(clients, { quantities: [5] });
+  const itemId = sale.items[0].itemId;
+  const sha = createHash('sha1')
+    .update(readFileSync(join(__dirname, '..', '..', 'lua', 'reserve.lua'), 'utf8'))
+    .digest('hex');
+  // Make sure the script is cached first (a purchase through the API), then flush the cache.
+  const [first, second] = await tokensFor('flush', 2);
+  const before = await call('POST', purchasePath(itemId), { token: first.token });
+  expect(before.status).toBe(202);
+  accepted.push(before.body.orderId as string);
+  expect(await clients.redis.script('EXISTS', sha)).toEqual([1]);
+  await clients.redis.script('FLUSH');
+  expect(await clients.redis.script('EXISTS', sha)).toEqual([0]);
+
+  const after = await call('POST', purchasePath(itemId), { token: second.token });
+  expect(after.status).toBe(202);
+  accepted.push(after.body.orderId as string);
+  expect(await stockOf(sale.saleId, itemId)).toBe(3);
+  // The fallback EVAL put the script back in the cache.
+  expect(await clients.redis.script('EXISTS', sha)).toEqual([1]);
+});

@@ -1,0 +1,225 @@
+/**
+ * Refused purchases change nothing (I6, I7): every bad token is a 401 with its JSON code, every bad item id a
+ * 400, an unknown item a 404, a sale outside its window a 403 — and the sale's Redis keys (stock, buyers,
+ * reservations) and PostgreSQL rows (orders, items.sold) are exactly as before. The buyer is the token's
+ * `sub`, whatever the body or headers claim. Every response is checked against openapi.yaml.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { generateKeyPair, SignJWT } from 'jose';
+import { startApi, type RunningApi } from '../../src/api/main';
+import { saleKeys } from '../../src/reservations';
+import type { Sale } from '../../src/sales';
+import { connectTemporal } from '../../src/temporal';
+import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
+import { buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { http, type CallOptions, type Http } from '../openapi';
+
+const config = testConfig();
+const run = randomUUID().slice(0, 8);
+const secret = new TextEncoder().encode(config.JWT_SECRET);
+
+let clients: Clients;
+let api: RunningApi;
+let worker: RunningWorker;
+let temporal: Client;
+let call: Http;
+let sale: Sale;
+let itemId: number;
+const accepted: string[] = [];
+
+beforeAll(async () => {
+  clients = connectClients(config);
+  worker = await startWorker(config, await buildWorkflowBundle());
+  api = await startApi(config);
+  temporal = await connectTemporal(config);
+  call = http(api.url);
+  sale = await createTestSale(clients, { quantities: [10] });
+  itemId = sale.items[0].itemId;
+});
+
+afterAll(async () => {
+  await api?.close();
+  await Promise.allSettled(accepted.map((id) => temporal.workflow.getHandle(id).terminate('refusals suite finished')));
+  await temporal?.connection.close();
+  await worker?.shutdown();
+  await clients?.close();
+});
+
+/** Everything a purchase could change for one sale: Redis keys and PostgreSQL rows. */
+async function snapshot(of: Sale) {
+  const keys = saleKeys(of.saleId);
+  const stock = await clients.store.stock(
+    of.saleId,
+    of.items.map((i) => i.itemId),
+  );
+  const orders = await clients.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM orders WHERE sale_id = $1', [of.saleId]);
+  const sold = await clients.pool.query<{ id: number; sold: number }>('SELECT id, sold FROM items WHERE sale_id = $1 ORDER BY id', [of.saleId]);
+  return {
+    stock: Object.fromEntries(stock),
+    buyers: await clients.redis.hgetall(keys.buyers),
+    reservations: await clients.redis.hgetall(keys.reservations),
+    orders: orders.rows[0].n,
+    sold: sold.rows,
+  };
+}
+
+async function eventually(check: () => Promise<void>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+const nowS = () => Math.floor(Date.now() / 1000);
+const hs256 = () => new SignJWT({}).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setIssuedAt();
+
+describe('every bad token → 401 with its code, nothing changed', () => {
+  const purchase = () => `/api/flash-sales/items/${itemId}/purchase`;
+  const bearer = (token: string): CallOptions => ({ headers: { authorization: `Bearer ${token}` } });
+
+  const cases: [string, () => Promise<{ path?: string; options: CallOptions }>, string][] = [
+    ['no Authorization header', async () => ({ options: {} }), 'TOKEN_MISSING'],
+    ['"Bearer" and nothing else', async () => ({ options: { headers: { authorization: 'Bearer' } } }), 'TOKEN_MISSING'],
+    ['another scheme (Basic)', async () => ({ options: { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } } }), 'TOKEN_MISSING'],
+    ['Bearer with garbage', async () => ({ options: bearer('garbage') }), 'TOKEN_INVALID'],
+    ['Bearer with characters outside the token alphabet', async () => ({ options: bearer('not a token!') }), 'TOKEN_MISSING'],
+    [
+      'signed with the wrong secret',
+      async () => ({ options: bearer(await hs256().setSubject('mallory').setExpirationTime('1h').sign(new TextEncoder().encode('x'.repeat(64)))) }),
+      'TOKEN_INVALID',
+    ],
+    [
+      'alg: none (unsigned)',
+      async () => ({ options: bearer(`${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ sub: 'mallory', exp: nowS() + 3600 })}.`) }),
+      'TOKEN_INVALID',
+    ],
+    [
+      'HS512 with the right secret',
+      async () => ({
+        options: bearer(await new SignJWT({}).setProtectedHeader({ alg: 'HS512' }).setSubject('mallory').setExpirationTime('1h').sign(secret)),
+      }),
+      'TOKEN_INVALID',
+    ],
+    [
+      'RS256 (another algorithm family)',
+      async () => {
+        const { privateKey } = await generateKeyPair('RS256');
+        return { options: bearer(await new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject('mallory').setExpirationTime('1h').sign(privateKey)) };
+      },
+      'TOKEN_INVALID',
+    ],
+    ['expired', async () => ({ options: bearer(await buyerToken(config, 'late', nowS() - 60)) }), 'TOKEN_EXPIRED'],
+    [
+      'nbf in the future',
+      async () => ({ options: bearer(await hs256().setSubject('early').setNotBefore('1h').setExpirationTime('2h').sign(secret)) }),
+      'TOKEN_INVALID',
+    ],
+    ['no exp', async () => ({ options: bearer(await hs256().setSubject('forever').sign(secret)) }), 'TOKEN_INVALID'],
+    ['sub missing', async () => ({ options: bearer(await hs256().setExpirationTime('1h').sign(secret)) }), 'TOKEN_INVALID'],
+    ['sub empty', async () => ({ options: bearer(await hs256().setSubject('').setExpirationTime('1h').sign(secret)) }), 'TOKEN_INVALID'],
+    ['sub containing "|"', async () => ({ options: bearer(await buyerToken(config, 'alice|bob')) }), 'TOKEN_INVALID'],
+    ['sub of 300 characters', async () => ({ options: bearer(await buyerToken(config, 'a'.repeat(300))) }), 'TOKEN_INVALID'],
+    [
+      'sub that is a number',
+      async () => ({ options: bearer(await new SignJWT({ sub: 42 } as never).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('1h').sign(secret)) }),
+      'TOKEN_INVALID',
+    ],
+    [
+      'a valid token in the query string',
+      async () => {
+        const token = await buyerToken(config, `query-${run}`);
+        return { path: `${purchase()}?access_token=${token}&token=${token}`, options: {} };
+      },
+      'TOKEN_MISSING',
+    ],
+    [
+      'a valid token in the body',
+      async () => {
+        const token = await buyerToken(config, `body-${run}`);
+        return { options: { json: { access_token: token, token, authorization: `Bearer ${token}` } } };
+      },
+      'TOKEN_MISSING',
+    ],
+  ];
+
+  test.each(cases)('%s', async (_name, build, code) => {
+    const { path, options } = await build();
+    const before = await snapshot(sale);
+    const reply = await call('POST', path ?? purchase(), options);
+    expect(reply.status).toBe(401);
+    expect(reply.body).toEqual({ error: code });
+    expect(reply.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    expect(await snapshot(sale)).toEqual(before);
+  });
+});
+
+test('the buyer is the token’s sub: a body userId or identity headers cannot impersonate anyone', async () => {
+  const attacker = `attacker-${run}`;
+  const victim = `victim-${run}`;
+  const before = await snapshot(sale);
+  const reply = await call('POST', `/api/flash-sales/items/${itemId}/purchase`, {
+    token: await buyerToken(config, attacker),
+    json: { userId: victim, buyerId: victim, sub: victim },
+    headers: { 'x-user-id': victim, 'x-buyer-id': victim, 'x-forwarded-user': victim },
+  });
+  expect(reply.status).toBe(202);
+  const orderId = reply.body.orderId as string;
+  accepted.push(orderId);
+
+  const after = await snapshot(sale);
+  expect(after.stock[itemId]).toBe((before.stock[itemId] as number) - 1);
+  expect(after.buyers).toEqual({ ...before.buyers, [attacker]: orderId });
+  expect(after.reservations[orderId]).toMatch(new RegExp(`^${itemId}\\|${attacker}\\|\\d+$`));
+  // The victim can still buy (they hold nothing) and cannot see the order; the attacker can.
+  const asVictim = await call('GET', `/api/flash-sales/orders/${orderId}`, { token: await buyerToken(config, victim) });
+  expect(asVictim.status).toBe(404);
+  const asAttacker = await call('GET', `/api/flash-sales/orders/${orderId}`, { token: await buyerToken(config, attacker) });
+  expect(asAttacker.status).toBe(200);
+  await eventually(async () => {
+    const { rows } = await clients.pool.query('SELECT user_id FROM orders WHERE id = $1', [orderId]);
+    expect(rows).toEqual([{ user_id: attacker }]);
+  });
+});
+
+describe('bad item ids → 400 INVALID_ITEM_ID, nothing changed', () => {
+  test.each(['abc', '-1', '0', '0x10', '1e3', '01', '%201', '1.0', '9007199254740993', '2147483648', '99999999999', '1%2F2', '+1'])(
+    '%s',
+    async (raw) => {
+      const before = await snapshot(sale);
+      const reply = await call('POST', `/api/flash-sales/items/${raw}/purchase`, { token: await buyerToken(config, `ids-${run}`) });
+      expect(reply.status).toBe(400);
+      expect(reply.body).toEqual({ error: 'INVALID_ITEM_ID' });
+      expect(await snapshot(sale)).toEqual(before);
+    },
+  );
+});
+
+test('a valid id with no item → 404 ITEM_NOT_FOUND', async () => {
+  const before = await snapshot(sale);
+  const reply = await call('POST', '/api/flash-sales/items/2147483647/purchase', { token: await buyerToken(config, `unknown-${run}`) });
+  expect(reply.status).toBe(404);
+  expect(reply.body).toEqual({ error: 'ITEM_NOT_FOUND' });
+  expect(await snapshot(sale)).toEqual(before);
+});
+
+describe('sale outside its window → 403 SALE_NOT_ACTIVE, nothing changed', () => {
+  test.each([
+    ['not started yet', { startsInMs: 3_600_000 }],
+    ['already ended', { startsInMs: -7_200_000, durationMs: 3_600_000 }],
+  ])('%s', async (_name, window) => {
+    const closed = await createTestSale(clients, { quantities: [5], ...window });
+    const before = await snapshot(closed);
+    expect(before.stock[closed.items[0].itemId]).toBe(5);
+    const reply = await call('POST', `/api/flash-sales/items/${closed.items[0].itemId}/purchase`, { token: await buyerToken(config, `window-${run}`) });
+    expect(reply.status).toBe(403);
+    expect(reply.body).toEqual({ error: 'SALE_NOT_ACTIVE' });
+    expect(await snapshot(closed)).toEqual(before);
+  });
+});

@@ -1,0 +1,101 @@
+/**
+ * ReservationStore (reserve.lua / release.lua) directly against the real Redis: a release frees exactly the
+ * order it names, once (I2, I4, I5), and the scripts survive a flushed script cache (EVALSHA → EVAL).
+ * Each test uses its own sale, whose keys are deleted afterwards so no reconciler finds these orderless
+ * reservations.
+ */
+import { randomUUID } from 'node:crypto';
+import { saleKeys } from '../../src/reservations';
+import type { Sale } from '../../src/sales';
+import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+
+const config = testConfig();
+let clients: Clients;
+const sales: Sale[] = [];
+
+beforeAll(() => {
+  clients = connectClients(config);
+});
+
+afterAll(async () => {
+  for (const sale of sales) {
+    const keys = saleKeys(sale.saleId);
+    await clients.redis.del(keys.buyers, keys.reservations, ...sale.items.map((i) => keys.stock(i.itemId)));
+  }
+  await clients.close();
+});
+
+async function newSale(quantity: number) {
+  const sale = await createTestSale(clients, { quantities: [quantity] });
+  sales.push(sale);
+  const itemId = sale.items[0].itemId;
+  const stock = async () => (await clients.store.stock(sale.saleId, [itemId])).get(itemId);
+  return { saleId: sale.saleId, itemId, keys: saleKeys(sale.saleId), stock };
+}
+
+test('releasing the same order twice returns exactly one unit', async () => {
+  const { saleId, itemId, keys, stock } = await newSale(10);
+  const orderId = randomUUID();
+  expect(await clients.store.reserve(saleId, itemId, 'twice', orderId, Date.now())).toEqual({ kind: 'RESERVED', stockLeft: 9 });
+
+  expect(await clients.store.release(saleId, itemId, orderId)).toBe(true);
+  expect(await stock()).toBe(10);
+  expect(await clients.store.release(saleId, itemId, orderId)).toBe(false);
+  expect(await stock()).toBe(10);
+  expect(await clients.redis.exists(keys.buyers, keys.reservations)).toBe(0);
+});
+
+test('a stale release (A, then the buyer reserves B, then A again) changes nothing; the live order stays B', async () => {
+  const { saleId, itemId, keys, stock } = await newSale(10);
+  const orderA = randomUUID();
+  const orderB = randomUUID();
+  await clients.store.reserve(saleId, itemId, 'stale', orderA, Date.now());
+  expect(await clients.store.release(saleId, itemId, orderA)).toBe(true);
+  expect(await clients.store.reserve(saleId, itemId, 'stale', orderB, Date.now())).toEqual({ kind: 'RESERVED', stockLeft: 9 });
+
+  expect(await clients.store.release(saleId, itemId, orderA)).toBe(false);
+  expect(await stock()).toBe(9);
+  expect(await clients.redis.hgetall(keys.buyers)).toEqual({ stale: orderB });
+  expect(Object.keys(await clients.redis.hgetall(keys.reservations))).toEqual([orderB]);
+  // And the buyer is still held to one order.
+  expect(await clients.store.reserve(saleId, itemId, 'stale', randomUUID(), Date.now())).toEqual({ kind: 'ALREADY_PURCHASED', orderId: orderB });
+});
+
+test('a release naming another item than the reservation is refused and changes nothing', async () => {
+  const { saleId, itemId, keys, stock } = await newSale(3);
+  const orderId = randomUUID();
+  await clients.store.reserve(saleId, itemId, 'mismatch', orderId, Date.now());
+  const before = await clients.redis.hgetall(keys.reservations);
+
+  await expect(clients.store.release(saleId, itemId + 1, orderId)).rejects.toThrow(/ITEM_MISMATCH/);
+  expect(await stock()).toBe(2);
+  expect(await clients.redis.hgetall(keys.reservations)).toEqual(before);
+});
+
+test('refusals write nothing: sold out, already purchased, stock not loaded', async () => {
+  const { saleId, itemId, keys, stock } = await newSale(1);
+  const held = randomUUID();
+  await clients.store.reserve(saleId, itemId, 'first', held, Date.now());
+  const snapshot = async () => [await stock(), await clients.redis.hgetall(keys.buyers), await clients.redis.hgetall(keys.reservations)];
+  const before = await snapshot();
+
+  expect(await clients.store.reserve(saleId, itemId, 'second', randomUUID(), Date.now())).toEqual({ kind: 'SOLD_OUT' });
+  expect(await clients.store.reserve(saleId, itemId, 'first', randomUUID(), Date.now())).toEqual({ kind: 'ALREADY_PURCHASED', orderId: held });
+  expect(await snapshot()).toEqual(before);
+
+  await clients.redis.del(keys.stock(itemId));
+  expect(await clients.store.reserve(saleId, itemId, 'third', randomUUID(), Date.now())).toEqual({ kind: 'NOT_LOADED' });
+  expect(await clients.redis.hgetall(keys.buyers)).toEqual(before[1]);
+});
+
+test('after SCRIPT FLUSH, reserve and release still work (EVALSHA falls back to EVAL)', async () => {
+  const { saleId, itemId, stock } = await newSale(5);
+  await clients.store.reserve(saleId, itemId, 'warm-up', randomUUID(), Date.now());
+
+  await clients.redis.script('FLUSH');
+  const orderId = randomUUID();
+  expect(await clients.store.reserve(saleId, itemId, 'after-flush', orderId, Date.now())).toEqual({ kind: 'RESERVED', stockLeft: 3 });
+  await clients.redis.script('FLUSH');
+  expect(await clients.store.release(saleId, itemId, orderId)).toBe(true);
+  expect(await stock()).toBe(4);
+});
