@@ -18,7 +18,8 @@ export function readinessHandler({ redis, pool, temporal }: AppDeps) {
   const checks: Record<string, () => Promise<unknown>> = {
     redis: () => redis.ping(),
     postgres: () => pool.query('SELECT 1'),
-    temporal: () => temporal.connection.workflowService.getSystemInfo({}),
+    // Namespace-scoped, so a namespace that does not exist (every workflow start would fail) reads as down.
+    temporal: () => temporal.connection.workflowService.describeNamespace({ namespace: temporal.options.namespace }),
   };
   return async function ready(ctx: Context): Promise<void> {
     const names = Object.keys(checks);
