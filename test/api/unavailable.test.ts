@@ -57,7 +57,7 @@ async function started(api: Promise<RunningApi>): Promise<RunningApi> {
   return running;
 }
 
-test('the workflow cannot start (unknown Temporal namespace) → 503 with Retry-After, the unit is released and the buyer may buy again', async () => {
+test('the workflow cannot start (unknown Temporal namespace) → 503 with Retry-After, the unit is released, /readyz says temporal down, and the buyer may buy again', async () => {
   // What actually fails: startApi connects fine (the connection is not namespace-scoped); StartWorkflowExecution
   // then answers NOT_FOUND "Namespace no-such-namespace is not found", and the purchase route releases the unit.
   const broken = await started(startApi(testConfig({ TEMPORAL_NAMESPACE: 'no-such-namespace' })));
@@ -77,6 +77,11 @@ test('the workflow cannot start (unknown Temporal namespace) → 503 with Retry-
   const metrics = await http(broken.url)('GET', '/metrics');
   expect(metrics.text).toMatch(/^flash_sale_reservations_total\{result="released_start_failed"\} 1$/m);
   expect(metrics.text).toMatch(/^flash_sale_purchase_outcomes_total\{code="SERVICE_UNAVAILABLE"\} 1$/m);
+
+  // Readiness tells: the namespace the API needs does not answer.
+  const notReady = await http(broken.url)('GET', '/readyz');
+  expect(notReady.status).toBe(503);
+  expect(notReady.body).toEqual({ error: 'SERVICE_UNAVAILABLE', checks: { redis: 'up', postgres: 'up', temporal: 'down' } });
 
   const retry = await http(healthy.url)('POST', `/api/flash-sales/items/${itemId}/purchase`, { token });
   expect(retry.status).toBe(202);
