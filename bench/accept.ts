@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { createSigner } from 'fast-jwt';
 import { startApi } from '../src/api/main';
+import { appendResult } from './results';
 import { loadConfig } from '../src/config';
 import { createPool } from '../src/db';
 import { pressAll } from '../src/demo/crowd';
@@ -99,7 +100,11 @@ export async function benchAccept(orders = 2000, concurrency = 100): Promise<Acc
 
 if (require.main === module) {
   benchAccept().then(
-    (f) => console.table(f),
+    (f) => {
+      console.log('\naccepting path: purchases (reserve + workflow start) vs Redis reserve alone');
+      console.table(f);
+      appendResult('accept', f);
+    },
     (err) => {
       console.error(err);
       process.exit(1);

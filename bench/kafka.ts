@@ -5,6 +5,7 @@
  * The plain producer is the baseline; prints events/s and the ratio, asserts nothing.
  */
 import { randomUUID } from 'node:crypto';
+import { appendResult } from './results';
 import { loadConfig } from '../src/config';
 import { orderEvent } from '../src/domain';
 import { createKafka, EventPublisher } from '../src/events';
@@ -57,7 +58,11 @@ export async function benchKafka(events = 10_000, concurrency = 100): Promise<Ka
 
 if (require.main === module) {
   benchKafka().then(
-    (f) => console.table(f),
+    (f) => {
+      console.log('\nevent publishing: idempotent producer vs plain producer');
+      console.table(f);
+      appendResult('kafka', f);
+    },
     (err) => {
       console.error(err);
       process.exit(1);
