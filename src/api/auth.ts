@@ -20,7 +20,8 @@ export interface BuyerState {
 
 function bearer(ctx: Context): string | undefined {
   const header = ctx.get('Authorization');
-  const match = /^Bearer ([A-Za-z0-9._~+/=-]+)$/.exec(header);
+  // RFC 7235: the scheme name is case-insensitive.
+  const match = /^Bearer ([A-Za-z0-9._~+/=-]+)$/i.exec(header);
   return match?.[1];
 }
 
@@ -34,6 +35,9 @@ function createBuyerVerifier(config: Config): Verify {
     allowedAud: config.JWT_AUDIENCE,
     requiredClaims: ['sub', 'exp'],
     cache: config.JWT_CACHE_SIZE,
+    // The raw token is its own cache key: fast-jwt would otherwise SHA-256 every token to build one
+    // (~50 µs of a ~190 µs sold-out answer). Memory is bounded by JWT_CACHE_SIZE either way.
+    cacheKeyBuilder: (token: string) => token,
   };
   if (config.JWT_ALGORITHM === 'HS256') return createVerifier({ ...common, key: config.JWT_SECRET });
   if (config.JWT_PUBLIC_KEY) return createVerifier({ ...common, key: config.JWT_PUBLIC_KEY });

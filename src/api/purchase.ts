@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Context } from 'koa';
+import type { Counter, Histogram } from 'prom-client';
 import { parseId } from '../domain';
 import { startOrderWorkflow } from '../temporal';
 import type { BuyerState } from './auth';
@@ -16,6 +17,18 @@ import { reply, type ErrorCode } from './errors';
 export function purchaseHandler(deps: AppDeps) {
   const { catalog, store, soldOut, temporal, metrics, log, config } = deps;
 
+  const debug = log.isLevelEnabled('debug');
+  // Label children bound once per outcome code: the hot sold-out path skips prom-client's label lookups.
+  const bound = new Map<string, { outcomes: ReturnType<Counter['labels']>; duration: ReturnType<Histogram['labels']> }>();
+  const seriesOf = (code: string) => {
+    let children = bound.get(code);
+    if (!children) {
+      children = { outcomes: metrics.purchaseOutcomes.labels(code), duration: metrics.purchaseDuration.labels(code) };
+      bound.set(code, children);
+    }
+    return children;
+  };
+
   const answer = (ctx: Context, code: ErrorCode | 'PENDING', startedAt: bigint, details?: Record<string, unknown>) => {
     if (code === 'PENDING') {
       ctx.status = 202;
@@ -23,9 +36,10 @@ export function purchaseHandler(deps: AppDeps) {
     } else {
       reply(ctx, code, details);
     }
-    metrics.purchaseOutcomes.inc({ code });
-    log.debug({ code, itemId: ctx.params.itemId, userId: (ctx.state as BuyerState).buyerId, orderId: details?.orderId }, 'purchase');
-    metrics.purchaseDuration.observe({ code }, Number(process.hrtime.bigint() - startedAt) / 1e9);
+    const series = seriesOf(code);
+    series.outcomes.inc();
+    series.duration.observe(Number(process.hrtime.bigint() - startedAt) / 1e9);
+    if (debug) log.debug({ code, itemId: ctx.params.itemId, userId: (ctx.state as BuyerState).buyerId, orderId: details?.orderId }, 'purchase');
   };
 
   return async function purchase(ctx: Context): Promise<void> {
