@@ -46,12 +46,13 @@ export function reply(ctx: Context, code: ErrorCode, details?: Record<string, un
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P03']);
 
 /**
- * @returns whether err means a dependency is unreachable (socket errors, PostgreSQL shutting down, ioredis
- *   giving up, Temporal's gRPC UNAVAILABLE / DEADLINE_EXCEEDED), which deserves a 503 and a retry
+ * @returns whether err means a dependency is unreachable or overloaded (socket errors, PostgreSQL shutting
+ *   down, ioredis giving up, Temporal's gRPC UNAVAILABLE / DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED), which
+ *   deserves a 503 and a retry
  */
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: unknown; name?: unknown };
   if (typeof e?.code === 'string' && CONNECTION_CODES.has(e.code)) return true;
   if (e?.name === 'MaxRetriesPerRequestError') return true;
-  return e?.name === 'ServiceError' && /UNAVAILABLE|DEADLINE_EXCEEDED/.test(String(err));
+  return e?.name === 'ServiceError' && /UNAVAILABLE|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED/.test(`${err} ${(err as Error).message}`);
 }

@@ -142,7 +142,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const store = new ReservationStore(redis);
   const temporal = await connectTemporal(config);
   const children: Child[] = [];
-  const payments = { route: 0, signal: 0, refused: 0, failed: 0 };
+  const payments = { route: 0, signal: 0, refused: 0, retried: 0, failed: 0 };
   const inFlightPayments: Promise<void>[] = [];
   let progress: NodeJS.Timeout | undefined;
 
@@ -177,25 +177,38 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       const paymentId = `pay-${orderId}`;
       const viaSignal = accepted.length % 2 === 0;
       const delay = randomInt(100, Math.max(101, Math.floor(options.paymentWindowMs / 3)));
+      // Like a real payment service: retry a 5xx or a network error (same paymentId, so it stays
+      // idempotent) until a definitive answer — 200, or a 409/422 that means "refund".
+      const attempt = async (): Promise<'route' | 'signal' | 'refused' | 'retry'> => {
+        try {
+          if (viaSignal) {
+            await temporal.workflow.getHandle(orderId).signal(paidSignal, { paymentId, amount: options.priceMinor });
+            return 'signal';
+          }
+          const res = await request(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ paymentId, amount: options.priceMinor }),
+          });
+          await res.body.dump();
+          if (res.statusCode === 200) return 'route';
+          return res.statusCode >= 500 ? 'retry' : 'refused';
+        } catch {
+          return 'retry';
+        }
+      };
       inFlightPayments.push(
         sleep(delay).then(async () => {
-          try {
-            if (viaSignal) {
-              await temporal.workflow.getHandle(orderId).signal(paidSignal, { paymentId, amount: options.priceMinor });
-              payments.signal += 1;
+          for (let tries = 1; Date.now() < hardStopMs; tries++) {
+            const outcome = await attempt();
+            if (outcome !== 'retry') {
+              payments[outcome] += 1;
               return;
             }
-            const res = await request(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
-              method: 'POST',
-              headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },
-              body: JSON.stringify({ paymentId, amount: options.priceMinor }),
-            });
-            await res.body.dump();
-            if (res.statusCode === 200) payments.route += 1;
-            else payments.refused += 1;
-          } catch {
-            payments.failed += 1;
+            payments.retried += 1;
+            await sleep(Math.min(5000, 250 * tries));
           }
+          payments.failed += 1;
         }),
       );
     };

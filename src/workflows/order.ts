@@ -30,6 +30,8 @@ const activities = proxyLocalActivities<Activities>({
 
 /** @returns the final view of the order (PAID, EXPIRED or REJECTED) */
 export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
+  // The window runs from when the workflow first runs, which is at or after the 202: a buyer never gets less
+  // than the promised window, and a backlogged worker does not eat into it.
   const deadlineMs = Date.now() + input.paymentWindowMs;
   const deadline = new Date(deadlineMs).toISOString();
   let status: OrderStatus = 'PENDING';
