@@ -48,8 +48,12 @@ function errorsAsJson(log: Logger) {
       const status = (err as { status?: number }).status;
       const code = status === undefined ? undefined : byStatus.get(status);
       if (code) return reply(ctx, code);
+      if (isUnavailable(err)) {
+        log.warn({ err: (err as Error).message, method: ctx.method, path: ctx.path }, 'dependency unavailable');
+        return reply(ctx, 'SERVICE_UNAVAILABLE');
+      }
       log.error({ err, method: ctx.method, path: ctx.path }, 'request failed');
-      reply(ctx, isUnavailable(err) ? 'SERVICE_UNAVAILABLE' : 'INTERNAL_ERROR');
+      reply(ctx, 'INTERNAL_ERROR');
     }
   };
 }

@@ -53,6 +53,7 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EP
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: unknown; name?: unknown };
   if (typeof e?.code === 'string' && CONNECTION_CODES.has(e.code)) return true;
-  if (e?.name === 'MaxRetriesPerRequestError') return true;
+  // An update waits for a worker to accept it; a backlogged task queue makes the RPC time out (retryable).
+  if (e?.name === 'MaxRetriesPerRequestError' || e?.name === 'WorkflowUpdateRPCTimeoutOrCancelledError') return true;
   return e?.name === 'ServiceError' && /UNAVAILABLE|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED/.test(`${err} ${(err as Error).message}`);
 }
