@@ -57,7 +57,11 @@ function parseEvent(value: Buffer | null): OrderEvent | undefined {
 }
 
 /** Reads the whole topic up to its current end and returns the sale's events, duplicates dropped by eventId (I5). */
-export async function readSaleEvents(kafka: Kafka, topic: string, saleId: number): Promise<{ events: Map<string, OrderEvent>; duplicates: number }> {
+export async function readSaleEvents(
+  kafka: Kafka,
+  topic: string,
+  saleId: number,
+): Promise<{ events: Map<string, OrderEvent>; duplicates: number; conflicting: string[] }> {
   const admin = kafka.admin();
   await admin.connect();
   const offsets = await admin.fetchTopicOffsets(topic);
@@ -65,7 +69,10 @@ export async function readSaleEvents(kafka: Kafka, topic: string, saleId: number
   const end = new Map(offsets.filter((o) => BigInt(o.high) > BigInt(o.low)).map((o) => [o.partition, BigInt(o.high)]));
   const events = new Map<string, OrderEvent>();
   let duplicates = 0;
-  if (end.size === 0) return { events, duplicates };
+  // A redelivery must carry the same facts; one eventId with two different stories is a bug, not a duplicate.
+  const conflicting: string[] = [];
+  const facts = (e: OrderEvent) => JSON.stringify({ ...e, occurredAt: undefined });
+  if (end.size === 0) return { events, duplicates, conflicting };
   const groupId = `audit-${randomUUID()}`;
   const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200 });
   await consumer.connect();
@@ -80,8 +87,12 @@ export async function readSaleEvents(kafka: Kafka, topic: string, saleId: number
             for (const message of batch.messages) {
               const event = parseEvent(message.value);
               if (event?.saleId === saleId) {
-                if (events.has(event.eventId)) duplicates += 1;
-                else events.set(event.eventId, event);
+                const seen = events.get(event.eventId);
+                if (!seen) events.set(event.eventId, event);
+                else {
+                  duplicates += 1;
+                  if (facts(seen) !== facts(event)) conflicting.push(event.eventId);
+                }
               }
             }
             const last = batch.messages.at(-1);
@@ -95,7 +106,7 @@ export async function readSaleEvents(kafka: Kafka, topic: string, saleId: number
   } finally {
     await consumer.disconnect();
   }
-  return { events, duplicates };
+  return { events, duplicates, conflicting };
 }
 
 /**
@@ -112,8 +123,8 @@ export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderId
     )
   ).rows;
   const orders = (
-    await deps.pool.query<{ id: string; userId: string; itemId: number; status: OrderStatus }>(
-      `SELECT id, user_id AS "userId", item_id AS "itemId", status FROM orders WHERE sale_id = $1`,
+    await deps.pool.query<{ id: string; userId: string; itemId: number; status: OrderStatus; paymentId: string | null }>(
+      `SELECT id, user_id AS "userId", item_id AS "itemId", status, payment_id AS "paymentId" FROM orders WHERE sale_id = $1`,
       [saleId],
     )
   ).rows;
@@ -202,19 +213,27 @@ export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderId
     examples: sample([...stillHeld, ...unknownHeld]),
   });
 
-  const { events, duplicates } = await readSaleEvents(deps.kafka, deps.topic, saleId);
-  const has = new Set([...events.values()].map((e) => `${e.orderId}:${e.type}`));
+  const { events, duplicates, conflicting } = await readSaleEvents(deps.kafka, deps.topic, saleId);
+  const byOrder = new Map<string, OrderEvent[]>();
+  for (const e of events.values()) byOrder.set(e.orderId, [...(byOrder.get(e.orderId) ?? []), e]);
   const missing: string[] = [];
+  const wrongFinal: string[] = [];
   for (const o of orders) {
-    if (!has.has(`${o.id}:OrderPlaced`)) missing.push(`${o.id}:OrderPlaced`);
-    const final = EVENT_OF[o.status];
-    if (final && !has.has(`${o.id}:${final}`)) missing.push(`${o.id}:${final}`);
+    const own = byOrder.get(o.id) ?? [];
+    if (!own.some((e) => e.type === 'OrderPlaced')) missing.push(`${o.id}:OrderPlaced`);
+    const finals = own.filter((e) => e.type === 'OrderPaid' || e.type === 'OrderExpired' || e.type === 'OrderRejected');
+    const expected = EVENT_OF[o.status];
+    if (expected && finals.length === 0) missing.push(`${o.id}:${expected}`);
+    // Exactly one final event, the one PostgreSQL's status says, naming the payment PostgreSQL kept.
+    else if (finals.length > 1 || (finals[0] && (finals[0].type !== expected || (o.status === 'PAID' && finals[0].paymentId !== o.paymentId)))) {
+      wrongFinal.push(`${o.id}:${finals.map((e) => e.type).join('+')}`);
+    }
   }
   const count = (t: OrderEventType) => [...events.values()].filter((e) => e.type === t).length;
   checks.push({
-    name: 'every state change has its event on Kafka (deduplicated by eventId)',
+    name: 'every state change has exactly its event on Kafka (deduplicated by eventId, redeliveries identical)',
     invariant: 'I5',
-    ok: missing.length === 0,
+    ok: missing.length === 0 && wrongFinal.length === 0 && conflicting.length === 0,
     figures: {
       events: events.size,
       duplicatesDropped: duplicates,
@@ -224,8 +243,10 @@ export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderId
       OrderRejected: count('OrderRejected'),
       PaymentRefundRequired: count('PaymentRefundRequired'),
       missing: missing.length,
+      wrongFinalEvent: wrongFinal.length,
+      conflictingRedeliveries: conflicting.length,
     },
-    examples: sample(missing),
+    examples: sample([...missing, ...wrongFinal, ...conflicting]),
   });
 
   return { saleId, ok: checks.every((c) => c.ok), checks };

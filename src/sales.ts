@@ -93,14 +93,27 @@ export async function findSale(pool: Pool, saleId: number): Promise<Sale | undef
   return { ...sale.rows[0], items: items.rows };
 }
 
+/** Thrown by loadSale when a rebuild would overwrite stock that Redis still holds. */
+export class RebuildRefused extends Error {}
+
 /**
  * Loads the sale's stock into Redis: quantity − sold per item (sold = pending + paid, I2). Idempotent; with
  * rebuild, replaces Redis' view of the sale (stock, buyers, reservations) from PostgreSQL after Redis lost data.
+ * A rebuild is refused while Redis still holds the sale's stock, unless forced: reservations whose orders
+ * PostgreSQL has not stored yet (in flight, or backlogged in the worker) would be dropped and their units
+ * sold twice over in Redis.
  * @returns the loaded sale, or undefined when there is no such sale
+ * @throws RebuildRefused when rebuild is asked without force and any of the sale's stock keys exists
  */
-export async function loadSale(pool: Pool, store: ReservationStore, saleId: number, rebuild: boolean): Promise<Sale | undefined> {
+export async function loadSale(pool: Pool, store: ReservationStore, saleId: number, rebuild: boolean, force = false): Promise<Sale | undefined> {
   const sale = await findSale(pool, saleId);
   if (!sale) return undefined;
+  if (rebuild && !force) {
+    const stock = await store.stock(saleId, sale.items.map((i) => i.itemId));
+    if ([...stock.values()].some((left) => left !== undefined)) {
+      throw new RebuildRefused(`sale ${saleId}: Redis still holds its stock; a rebuild would drop reservations not yet in PostgreSQL (force to override)`);
+    }
+  }
   const live = rebuild ? await liveOrders(pool, saleId) : [];
   await store.load(
     saleId,

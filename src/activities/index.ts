@@ -54,6 +54,31 @@ export function createActivities({ pool, store, events }: ActivityDeps) {
       return classified(() => orders.expireOrder(pool, orderId));
     },
 
+    /**
+     * Settles a paid order: PAID in PostgreSQL, then its OrderPaid event. Runs as a regular activity, after the
+     * workflow task that decided PAID has committed, so no late signal can undo the decision behind it.
+     * @returns the payment id PostgreSQL holds (differs from paymentId only if another payment won earlier)
+     */
+    async settlePaid(orderId: string, paymentId: string, event: OrderEvent): Promise<string | null> {
+      const status = await classified(() => orders.markPaid(pool, orderId, paymentId));
+      if (status !== 'PAID') {
+        throw ApplicationFailure.nonRetryable(`order ${orderId} is ${status ?? 'missing'}, cannot be PAID`, 'ORDER_NOT_PENDING');
+      }
+      const stored = (await orders.findOrder(pool, orderId))?.paymentId ?? null;
+      if (stored === paymentId) await events.publish(event);
+      return stored;
+    },
+
+    /**
+     * Compensation for an unpaid order: EXPIRED and sold − 1 in PostgreSQL, the unit back in Redis, then
+     * OrderExpired. Each step is idempotent, so a retry of the whole activity has one effect (I4, I5).
+     */
+    async compensate(saleId: number, itemId: number, orderId: string, event: OrderEvent): Promise<void> {
+      await classified(() => orders.expireOrder(pool, orderId));
+      await store.release(saleId, itemId, orderId);
+      await events.publish(event);
+    },
+
     /** Compensation, Redis part: returns the order's unit if it still holds it; a retry returns nothing. */
     async releaseReservation(saleId: number, itemId: number, orderId: string): Promise<boolean> {
       return store.release(saleId, itemId, orderId);

@@ -1,12 +1,13 @@
 /**
  * Admin routes (admin bearer credential): create a sale event and load or rebuild its stock in Redis.
  * POST /api/admin/sales                      body: SaleInput → 201 sale with item ids, stock loaded
- * POST /api/admin/sales/{saleId}/stock       ?rebuild=true replaces Redis' view from PostgreSQL → 200
+ * POST /api/admin/sales/{saleId}/stock       ?rebuild=true replaces Redis' view from PostgreSQL → 200, or 409
+ *                                            REBUILD_REFUSED while Redis still holds the stock (&force=true overrides)
  * GET  /api/admin/sales/{saleId}             sale, items, and each item's Redis stock → 200
  */
 import type { Context } from 'koa';
 import { parseId } from '../domain';
-import { createSale, findSale, loadSale, SaleInput, type Sale } from '../sales';
+import { createSale, findSale, loadSale, RebuildRefused, SaleInput, type Sale } from '../sales';
 import type { AppDeps } from './app';
 import { reply } from './errors';
 
@@ -35,7 +36,13 @@ export function loadStockHandler(deps: AppDeps) {
     const saleId = parseId(ctx.params.saleId);
     if (saleId === undefined) return reply(ctx, 'INVALID_SALE_ID');
     const rebuild = ctx.query.rebuild === 'true';
-    const sale = await loadSale(deps.pool, deps.store, saleId, rebuild);
+    let sale;
+    try {
+      sale = await loadSale(deps.pool, deps.store, saleId, rebuild, ctx.query.force === 'true');
+    } catch (err) {
+      if (err instanceof RebuildRefused) return reply(ctx, 'REBUILD_REFUSED', { details: [err.message] });
+      throw err;
+    }
     if (!sale) return reply(ctx, 'SALE_NOT_FOUND');
     deps.log.warn({ saleId, rebuild }, 'sale stock loaded');
     ctx.body = await withStock(deps, sale);

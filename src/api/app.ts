@@ -8,6 +8,7 @@ import type { Client } from '@temporalio/client';
 import Koa, { type Context, type Next } from 'koa';
 import type { Pool } from 'pg';
 import type { Config } from '../config';
+import { isConstraintViolation } from '../db';
 import type { Logger } from '../logger';
 import type { FlashRedis, ReservationStore } from '../reservations';
 import { getSaleHandler, createSaleHandler, loadStockHandler } from './admin';
@@ -44,10 +45,13 @@ function errorsAsJson(log: Logger) {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) reply(ctx, 'NOT_FOUND');
       if (ctx.status === 405 && !ctx.body) reply(ctx, 'METHOD_NOT_ALLOWED');
+      if (ctx.status === 501 && !ctx.body) reply(ctx, 'NOT_IMPLEMENTED');
     } catch (err) {
       const status = (err as { status?: number }).status;
       const code = status === undefined ? undefined : byStatus.get(status);
       if (code) return reply(ctx, code);
+      // PostgreSQL refusing a value (a NUL byte, an out-of-range date) is bad input, not a server fault.
+      if (isConstraintViolation(err)) return reply(ctx, 'INVALID_BODY', { details: [(err as Error).message] });
       if (isUnavailable(err)) {
         log.warn({ err: (err as Error).message, method: ctx.method, path: ctx.path }, 'dependency unavailable');
         return reply(ctx, 'SERVICE_UNAVAILABLE');

@@ -1,7 +1,7 @@
 /**
  * Per-process cache of what the purchase route needs to know about an item (its sale, window, price), so a
- * purchase costs no PostgreSQL round trip. An entry, found or not, is re-read after refreshMs; concurrent
- * misses for one id share one query.
+ * purchase costs no PostgreSQL round trip. A found entry is re-read after refreshMs, an unknown id after
+ * 500 ms; concurrent misses for one id share one query.
  */
 import type { Pool } from 'pg';
 
@@ -22,6 +22,7 @@ interface Entry {
 
 /** Entries kept at most; past that the cache starts afresh (ids are probed by anyone, so it must be bounded). */
 const MAX_ENTRIES = 100_000;
+const UNKNOWN_REFRESH_MS = 500;
 
 export class Catalog {
   private readonly entries = new Map<number, Entry>();
@@ -35,7 +36,8 @@ export class Catalog {
   /** @returns the item, or undefined when no such item exists. @throws pg errors when PostgreSQL is unreachable */
   async get(itemId: number, nowMs = Date.now()): Promise<CatalogItem | undefined> {
     const entry = this.entries.get(itemId);
-    if (entry && nowMs - entry.readAtMs < this.refreshMs) return entry.item;
+    // An unknown id is re-read sooner, so an item created just after someone probed its id sells at once.
+    if (entry && nowMs - entry.readAtMs < (entry.item ? this.refreshMs : UNKNOWN_REFRESH_MS)) return entry.item;
     let pending = this.inflight.get(itemId);
     if (!pending) {
       pending = this.read(itemId).finally(() => this.inflight.delete(itemId));

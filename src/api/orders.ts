@@ -6,7 +6,7 @@
  * Status: PostgreSQL once the order is stored there (the workflow writes every change through it), else the
  * workflow's own search attributes (the short moment before the insert).
  */
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { ApplicationFailure, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { isOrderId, type OrderStatus, type Payment } from '../domain';
@@ -74,7 +74,11 @@ export function paymentHandler({ pool, temporal, log }: AppDeps) {
       log.info({ orderId, paymentId: payment.paymentId }, 'payment accepted');
       ctx.body = { orderId, status: 'PAID', paymentId: result.paymentId };
     } catch (err) {
-      if (err instanceof WorkflowUpdateFailedError) return reply(ctx, 'INVALID_BODY', { details: [err.cause?.message ?? err.message] });
+      if (err instanceof WorkflowUpdateFailedError) {
+        // Refused by the update's validator, so nothing was written to the workflow's history (I7).
+        if (err.cause instanceof ApplicationFailure && err.cause.type === 'AMOUNT_MISMATCH') return reply(ctx, 'AMOUNT_MISMATCH', { orderId });
+        return reply(ctx, 'INVALID_BODY', { details: [err.cause?.message ?? err.message] });
+      }
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       // The workflow has ended (or never existed): PostgreSQL holds the final word.
       const row = await findOrder(pool, orderId);

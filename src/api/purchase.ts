@@ -5,6 +5,7 @@
  * Cheap path: id parse → catalog (memory) → sale window → sold-out flag (memory) before any Redis call.
  */
 import { randomUUID } from 'node:crypto';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Context } from 'koa';
 import type { Counter, Histogram } from 'prom-client';
 import { parseId } from '../domain';
@@ -12,6 +13,16 @@ import { startOrderWorkflow } from '../temporal';
 import type { BuyerState } from './auth';
 import type { AppDeps } from './app';
 import { reply, type ErrorCode } from './errors';
+
+/** @returns whether a workflow with this id exists; false when it does not or Temporal cannot tell */
+async function workflowExists(temporal: Client, workflowId: string): Promise<boolean> {
+  try {
+    await temporal.workflow.getHandle(workflowId).describe();
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** @returns the Koa handler; deps are shared with the rest of the app */
 export function purchaseHandler(deps: AppDeps) {
@@ -86,6 +97,11 @@ export function purchaseHandler(deps: AppDeps) {
         reservedAtMs: now,
       });
     } catch (err) {
+      // The start may have reached the server even though we saw an error (a timeout, or the reconciler
+      // adopting a slow start): then the order has its workflow and is accepted (I4).
+      if (err instanceof WorkflowExecutionAlreadyStartedError || (await workflowExists(temporal, orderId))) {
+        return answer(ctx, 'PENDING', startedAt, { orderId });
+      }
       // No workflow, no promise: give the unit back before saying 503. If this release fails too, the
       // reconciler finds the reservation without a workflow and adopts it.
       log.warn({ err, orderId, itemId, userId: buyerId }, 'workflow start failed; releasing reservation');

@@ -2,7 +2,8 @@
  * `npm run sale -- <command>`: sale set-up from the command line.
  *   create --name N --starts-at ISO --ends-at ISO [--payment-window-ms MS] --item PRODUCT:QUANTITY:PRICE_MINOR ...
  *          (defaults: starts now, ends in 1 hour, one item flash-item:10000:1999)
- *   load SALE_ID [--rebuild]   load stock into Redis; --rebuild replaces Redis' view from PostgreSQL
+ *   load SALE_ID [--rebuild [--force]]   load stock into Redis; --rebuild replaces Redis' view from
+ *          PostgreSQL once Redis lost the sale's keys (--force: even though it still holds them)
  *   show SALE_ID
  * Prints the sale as JSON. Exits 2 on bad arguments, 1 on other failures.
  */
@@ -32,6 +33,7 @@ async function run(argv: string[]): Promise<Sale> {
       'payment-window-ms': { type: 'string' },
       item: { type: 'string', multiple: true },
       rebuild: { type: 'boolean', default: false },
+      force: { type: 'boolean', default: false },
     },
   });
   const [command, idText] = positionals;
@@ -56,7 +58,7 @@ async function run(argv: string[]): Promise<Sale> {
     }
     const saleId = parseId(idText ?? '');
     if ((command === 'load' || command === 'show') && saleId === undefined) throw new UsageError(`${command}: SALE_ID must be a positive integer`);
-    const sale = command === 'load' ? await loadSale(pool, store, saleId as number, values.rebuild) : command === 'show' ? await findSale(pool, saleId as number) : undefined;
+    const sale = command === 'load' ? await loadSale(pool, store, saleId as number, values.rebuild, values.force) : command === 'show' ? await findSale(pool, saleId as number) : undefined;
     if (command !== 'load' && command !== 'show') throw new UsageError('usage: sale create|load|show (see src/cli/sale.ts)');
     if (!sale) throw new Error(`sale ${saleId} not found`);
     return sale;

@@ -6,12 +6,18 @@
  *
  * Payment and deadline race: the status leaves PENDING in the same synchronous step that reads whether a
  * payment was accepted, so a payment is either accepted (and the unit stays sold) or refused — never both.
+ * The side effects of that decision run as regular activities, scheduled by the workflow task that records
+ * the decision: if a signal lands while that task runs, the server refuses the task, nothing has happened
+ * yet, and the replay decides again with the signal in view. (As local activities they would already have
+ * run inside the refused task.)
  */
 import {
   ActivityFailure,
   ApplicationFailure,
   allHandlersFinished,
   condition,
+  log,
+  proxyActivities,
   proxyLocalActivities,
   setHandler,
   upsertSearchAttributes,
@@ -20,13 +26,24 @@ import type { Activities } from '../activities';
 import { orderEvent, type OrderEventType, type OrderInput, type OrderStatus, type OrderView, type PayResult, type Payment } from '../domain';
 import { OrderStatusKey, paidSignal, payUpdate, statusQuery } from './definitions';
 
-// Local activities: each step is short, and running them in the worker without a server round trip per
-// activity cuts the persistence writes per order several-fold (the dev server's SQLite is the bottleneck).
-// They are still retried and at-least-once, so every activity stays idempotent (I5).
-const activities = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' },
-});
+const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
+// Steps before any decision (publish OrderPlaced, persist, release of a rejected order) are short and
+// repeatable, so they run as local activities: no server round trip each, which is where the dev server's
+// single SQLite writer spends its time.
+const local = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry });
+const settled = proxyActivities<Activities>({ startToCloseTimeout: '30 seconds', retry });
+
+const MAX_PAYMENT_ID = 200;
+
+/** A payment as the payment service must send it, or why it is not one. */
+function checkPayment(p: unknown): { ok: true; payment: Payment } | { ok: false; paymentId?: string } {
+  const candidate = p as Partial<Payment> | null;
+  const paymentId = typeof candidate?.paymentId === 'string' && candidate.paymentId.length > 0 ? candidate.paymentId.slice(0, MAX_PAYMENT_ID) : undefined;
+  if (!paymentId || candidate?.paymentId !== paymentId || !Number.isSafeInteger(candidate?.amount) || (candidate?.amount as number) < 0) {
+    return { ok: false, paymentId };
+  }
+  return { ok: true, payment: { paymentId, amount: candidate.amount as number } };
+}
 
 /** @returns the final view of the order (PAID, EXPIRED or REJECTED) */
 export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
@@ -56,7 +73,7 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
   // so that a payment never races the insert.
   const decide = async (p: Payment): Promise<PayResult> => {
     await condition(() => persisted || status !== 'PENDING');
-    if (payment?.paymentId === p.paymentId) return { status: 'PAID', paymentId: p.paymentId };
+    if (payment !== undefined && payment.paymentId === p.paymentId) return { status: 'PAID', paymentId: p.paymentId };
     if (status === 'PENDING' && payment === undefined) {
       if (p.amount !== input.priceMinor) return { error: 'AMOUNT_MISMATCH' };
       payment = p;
@@ -67,29 +84,40 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
 
   setHandler(statusQuery, view);
   setHandler(payUpdate, decide, {
+    // Refused before it is written to history: a malformed or mispriced payment leaves no trace (I7).
     validator: (p: Payment) => {
-      if (typeof p?.paymentId !== 'string' || p.paymentId.length === 0 || !Number.isSafeInteger(p.amount)) {
-        throw new Error('payment needs a paymentId and an integer amount in minor units');
+      const checked = checkPayment(p);
+      if (!checked.ok) {
+        throw ApplicationFailure.nonRetryable(`payment needs a paymentId of 1-${MAX_PAYMENT_ID} characters and an integer amount >= 0`, 'INVALID_PAYMENT');
+      }
+      if (checked.payment.amount !== input.priceMinor) {
+        throw ApplicationFailure.nonRetryable(`the price is ${input.priceMinor} minor units`, 'AMOUNT_MISMATCH');
       }
     },
   });
-  setHandler(paidSignal, async (p: Payment) => {
-    const result = await decide(p);
-    // A signal has no answer: money that was not taken must be refunded, so say so on Kafka.
-    if ('error' in result) refunds.push({ payment: p, reason: result.error });
+  setHandler(paidSignal, async (raw: unknown) => {
+    // A signal cannot be refused on arrival, so a bad one must not fail the workflow task (that would block
+    // the order forever); money that was not taken must be refunded, so say so on Kafka.
+    const checked = checkPayment(raw);
+    if (!checked.ok) {
+      log.warn('malformed paid signal', { orderId: input.orderId, paymentId: checked.paymentId });
+      if (checked.paymentId) refunds.push({ payment: { paymentId: checked.paymentId, amount: 0 }, reason: 'INVALID_PAYMENT' });
+      return;
+    }
+    const result = await decide(checked.payment);
+    if ('error' in result) refunds.push({ payment: checked.payment, reason: result.error });
   });
 
-  const publish = (type: OrderEventType, extra: Parameters<typeof orderEvent>[3] = {}) =>
-    activities.publishEvent(orderEvent(type, input, new Date(), extra));
+  const event = (type: OrderEventType, extra: Parameters<typeof orderEvent>[3] = {}) => orderEvent(type, input, new Date(), extra);
   const setStatus = (next: OrderStatus) => {
     status = next;
     upsertSearchAttributes([{ key: OrderStatusKey, value: next }]);
   };
 
-  await publish('OrderPlaced');
+  await local.publishEvent(event('OrderPlaced'));
   let stored;
   try {
-    stored = await activities.persistOrder(input, deadline);
+    stored = await local.persistOrder(input, deadline);
   } catch (err) {
     if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable)) throw err;
     stored = { status: 'REJECTED' as const, reason: err.cause.type ?? 'CONSTRAINT_VIOLATION' };
@@ -98,27 +126,26 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
   if (stored.status === 'REJECTED') {
     reason = stored.reason ?? undefined;
     setStatus('REJECTED');
-    await activities.releaseReservation(input.saleId, input.itemId, input.orderId);
-    await publish('OrderRejected', { reason });
+    await local.releaseReservation(input.saleId, input.itemId, input.orderId);
+    await local.publishEvent(event('OrderRejected', { reason }));
   } else {
     persisted = true;
     await condition(() => payment !== undefined, Math.max(0, deadlineMs - Date.now()));
     // Read and decided in one synchronous step: no handler can slip in between.
     if (payment) {
+      const paid: Payment = payment;
       setStatus('PAID');
-      await activities.markPaid(input.orderId, payment.paymentId);
-      await publish('OrderPaid', { paymentId: payment.paymentId, amount: payment.amount });
+      const storedPaymentId = await settled.settlePaid(input.orderId, paid.paymentId, event('OrderPaid', { paymentId: paid.paymentId, amount: paid.amount }));
+      if (storedPaymentId !== paid.paymentId) refunds.push({ payment: paid, reason: 'ORDER_NOT_PENDING' });
     } else {
       setStatus('EXPIRED');
-      await activities.expireOrder(input.orderId);
-      await activities.releaseReservation(input.saleId, input.itemId, input.orderId);
-      await publish('OrderExpired');
+      await settled.compensate(input.saleId, input.itemId, input.orderId, event('OrderExpired'));
     }
   }
 
   await condition(allHandlersFinished);
   for (const refund of refunds) {
-    await publish('PaymentRefundRequired', { paymentId: refund.payment.paymentId, amount: refund.payment.amount, reason: refund.reason });
+    await settled.publishEvent(event('PaymentRefundRequired', { paymentId: refund.payment.paymentId, amount: refund.payment.amount, reason: refund.reason }));
   }
   return view();
 }
