@@ -12,7 +12,7 @@
  * that to answer from PostgreSQL.
  */
 import { randomUUID } from 'node:crypto';
-import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import type { PoolClient } from 'pg';
 import { startApi, type RunningApi } from '../../src/api/main';
@@ -176,7 +176,12 @@ test('a wrong amount is AMOUNT_MISMATCH and leaves the order open for the right 
   const { order, handle } = await startOrder(LONG_WINDOW_MS);
   const payment = { paymentId: `pay-${order.orderId}`, amount: PRICE };
 
-  expect(await handle.executeUpdate(payUpdate, { args: [{ ...payment, amount: PRICE - 1 }] })).toEqual({ error: 'AMOUNT_MISMATCH' });
+  // Refused by the update's validator, so the refusal leaves no event in the workflow's history (I7).
+  const refused = await handle.executeUpdate(payUpdate, { args: [{ ...payment, amount: PRICE - 1 }] }).catch((err: unknown) => err);
+  expect(refused).toBeInstanceOf(WorkflowUpdateFailedError);
+  expect((refused as WorkflowUpdateFailedError).cause).toMatchObject({ type: 'AMOUNT_MISMATCH' });
+  const history = await handle.fetchHistory();
+  expect(history.events?.some((e) => e.workflowExecutionUpdateAcceptedEventAttributes)).toBe(false);
   expect((await handle.describe()).status.name).toBe('RUNNING');
   expect(await state(order)).toMatchObject({ status: 'PENDING', paymentId: null, sold: 1 });
 
