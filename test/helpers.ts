@@ -82,3 +82,16 @@ export async function createTestSale(clients: Clients, options: TestSaleOptions 
   await loadSale(clients.pool, clients.store, sale.saleId, false);
   return sale;
 }
+
+/** Retries check every 100 ms until it resolves (its value is returned) or timeoutMs passed (its last error is thrown). */
+export async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}

@@ -10,7 +10,7 @@ import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservations';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, testConfig, type Clients } from '../helpers';
+import { buyerToken, connectClients, eventually, testConfig, type Clients } from '../helpers';
 import { http, type ApiBody, type Http } from '../openapi';
 
 const config = testConfig();
@@ -40,17 +40,6 @@ afterAll(async () => {
   await clients?.close();
 });
 
-async function eventually(check: () => Promise<void>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-}
 
 function saleInput(name: string, quantities: number[]) {
   const now = Date.now();

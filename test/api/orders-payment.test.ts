@@ -12,7 +12,7 @@ import { findOrder } from '../../src/orders';
 import type { Sale } from '../../src/sales';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http, type Http } from '../openapi';
 
 const PRICE = 1999;
@@ -44,17 +44,6 @@ afterAll(async () => {
   await clients?.close();
 });
 
-async function eventually(check: () => Promise<void>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-}
 
 /** A fresh buyer buys one unit; @returns their token and the accepted orderId */
 async function buy(name: string): Promise<{ buyer: string; token: string; orderId: string }> {

@@ -12,7 +12,7 @@ import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservations';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http, type ApiReply, type Http } from '../openapi';
 
 const run = randomUUID().slice(0, 8);
@@ -96,17 +96,6 @@ async function stockOf(saleId: number, itemId: number): Promise<number | undefin
 }
 
 /** Polls until check() stops throwing, up to timeoutMs; rethrows its last error. */
-async function eventually(check: () => Promise<void>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-}
 
 async function tokensFor(prefix: string, count: number): Promise<{ buyer: string; token: string }[]> {
   return Promise.all(

@@ -12,7 +12,7 @@ import { saleKeys } from '../../src/reservations';
 import type { Sale } from '../../src/sales';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http, type CallOptions, type Http } from '../openapi';
 
 const config = testConfig();
@@ -64,17 +64,6 @@ async function snapshot(of: Sale) {
   };
 }
 
-async function eventually(check: () => Promise<void>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-}
 
 const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 const nowS = () => Math.floor(Date.now() / 1000);

@@ -16,7 +16,7 @@ import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservations';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http } from '../openapi';
 
 const run = randomUUID().slice(0, 8);
@@ -39,17 +39,6 @@ afterAll(async () => {
   await clients?.close();
 });
 
-async function eventually(check: () => Promise<void>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-}
 
 async function started(api: Promise<RunningApi>): Promise<RunningApi> {
   const running = await api;

@@ -16,7 +16,7 @@ import type { OrderView } from '../../src/domain';
 import { saleKeys } from '../../src/reservations';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { countByType, openEventTap, uniqueEvents, type EventTap } from '../kafka';
 
 const TEMPORAL_CLI = join(__dirname, '..', '..', '.local', 'venv', 'bin', 'temporal');
@@ -80,17 +80,6 @@ async function listWorkflows(query: string): Promise<Listed[]> {
 }
 
 /** Polls until check passes (it throws while not), or rethrows its last failure at the deadline. */
-async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
-}
 
 async function call(method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await fetch(`${api.url}${path}`, {
