@@ -64,7 +64,7 @@ export const DEFAULT_DEMO: Omit<DemoOptions, 'print'> = {
   priceMinor: 1999,
   apiPort: 3000,
   taskQueue: 'flash-sale-orders',
-  maxDurationMs: 15 * 60_000,
+  maxDurationMs: 45 * 60_000,
   reportDir: 'reports',
 };
 
