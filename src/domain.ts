@@ -4,7 +4,6 @@
  */
 
 export type OrderStatus = 'PENDING' | 'PAID' | 'EXPIRED' | 'REJECTED';
-export const FINAL_STATUSES: readonly OrderStatus[] = ['PAID', 'EXPIRED', 'REJECTED'];
 
 /** Largest id of an INT4 identity column. */
 export const MAX_INT4 = 2_147_483_647;
