@@ -5,40 +5,20 @@
  * workflows so that PostgreSQL holds the orders a rebuild reads. Every response is checked against openapi.yaml.
  */
 import { randomUUID } from 'node:crypto';
-import type { Client } from '@temporalio/client';
-import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservations';
-import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, eventually, testConfig, type Clients } from '../helpers';
-import { http, type ApiBody, type Http } from '../openapi';
+import { buyerToken, eventually, testConfig, type Clients } from '../helpers';
+import type { ApiBody, Http } from '../openapi';
+import { useAppHarness } from './harness';
 
 const config = testConfig();
+const app = useAppHarness(config, 'admin');
+const { accepted } = app;
+let clients: Clients;
+let call: Http;
+beforeAll(() => ({ clients, call } = app));
 const run = randomUUID().slice(0, 8);
 const admin = config.ADMIN_TOKEN;
 
-let clients: Clients;
-let api: RunningApi;
-let worker: RunningWorker;
-let temporal: Client;
-let call: Http;
-const accepted: string[] = [];
-
-beforeAll(async () => {
-  clients = connectClients(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  api = await startApi(config);
-  temporal = await connectTemporal(config);
-  call = http(api.url);
-});
-
-afterAll(async () => {
-  await api?.close();
-  await Promise.allSettled(accepted.map((id) => temporal.workflow.getHandle(id).terminate('admin suite finished')));
-  await temporal?.connection.close();
-  await worker?.shutdown();
-  await clients?.close();
-});
 
 
 function saleInput(name: string, quantities: number[]) {

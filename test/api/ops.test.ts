@@ -4,38 +4,18 @@
  * Every response is checked against openapi.yaml.
  */
 import { randomUUID } from 'node:crypto';
-import type { Client } from '@temporalio/client';
-import { startApi, type RunningApi } from '../../src/api/main';
-import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
-import { http, openApiDocument, type Http } from '../openapi';
+import { buyerToken, createTestSale, testConfig, type Clients } from '../helpers';
+import { openApiDocument, type Http } from '../openapi';
+import { useAppHarness } from './harness';
 
 const config = testConfig();
+const app = useAppHarness(config, 'ops');
+const { accepted } = app;
+let clients: Clients;
+let call: Http;
+beforeAll(() => ({ clients, call } = app));
 const run = randomUUID().slice(0, 8);
 
-let clients: Clients;
-let api: RunningApi;
-let worker: RunningWorker;
-let temporal: Client;
-let call: Http;
-const accepted: string[] = [];
-
-beforeAll(async () => {
-  clients = connectClients(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  api = await startApi(config);
-  temporal = await connectTemporal(config);
-  call = http(api.url);
-});
-
-afterAll(async () => {
-  await api?.close();
-  await Promise.allSettled(accepted.map((id) => temporal.workflow.getHandle(id).terminate('ops suite finished')));
-  await temporal?.connection.close();
-  await worker?.shutdown();
-  await clients?.close();
-});
 
 test('/healthz → 200 {"status":"ok"}', async () => {
   const reply = await call('GET', '/healthz');

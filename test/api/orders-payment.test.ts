@@ -7,41 +7,26 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { startApi, type RunningApi } from '../../src/api/main';
 import { findOrder } from '../../src/orders';
 import type { Sale } from '../../src/sales';
-import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
-import { http, type Http } from '../openapi';
+import { buyerToken, eventually, createTestSale, testConfig, type Clients } from '../helpers';
+import type { Http } from '../openapi';
+import { useAppHarness } from './harness';
 
 const PRICE = 1999;
 const config = testConfig();
-const run = randomUUID().slice(0, 8);
-
+const app = useAppHarness(config, 'orders-payment');
+const { accepted } = app;
 let clients: Clients;
-let api: RunningApi;
-let worker: RunningWorker;
 let temporal: Client;
 let call: Http;
+beforeAll(() => ({ clients, temporal, call } = app));
+const run = randomUUID().slice(0, 8);
+
 let sale: Sale;
-const accepted: string[] = [];
 
 beforeAll(async () => {
-  clients = connectClients(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  api = await startApi(config);
-  temporal = await connectTemporal(config);
-  call = http(api.url);
   sale = await createTestSale(clients, { quantities: [20], priceMinor: PRICE });
-});
-
-afterAll(async () => {
-  await api?.close();
-  await Promise.allSettled(accepted.map((id) => temporal.workflow.getHandle(id).terminate('orders-payment suite finished')));
-  await temporal?.connection.close();
-  await worker?.shutdown();
-  await clients?.close();
 });
 
 

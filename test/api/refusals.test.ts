@@ -5,45 +5,28 @@
  * `sub`, whatever the body or headers claim. Every response is checked against openapi.yaml.
  */
 import { randomUUID } from 'node:crypto';
-import type { Client } from '@temporalio/client';
 import { generateKeyPair, SignJWT } from 'jose';
-import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservations';
 import type { Sale } from '../../src/sales';
-import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
-import { http, type CallOptions, type Http } from '../openapi';
+import { buyerToken, eventually, createTestSale, testConfig, type Clients } from '../helpers';
+import type { CallOptions, Http } from '../openapi';
+import { useAppHarness } from './harness';
 
 const config = testConfig();
+const app = useAppHarness(config, 'refusals');
+const { accepted } = app;
+let clients: Clients;
+let call: Http;
+beforeAll(() => ({ clients, call } = app));
 const run = randomUUID().slice(0, 8);
 const secret = new TextEncoder().encode(config.JWT_SECRET);
 
-let clients: Clients;
-let api: RunningApi;
-let worker: RunningWorker;
-let temporal: Client;
-let call: Http;
 let sale: Sale;
 let itemId: number;
-const accepted: string[] = [];
 
 beforeAll(async () => {
-  clients = connectClients(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  api = await startApi(config);
-  temporal = await connectTemporal(config);
-  call = http(api.url);
   sale = await createTestSale(clients, { quantities: [10] });
   itemId = sale.items[0].itemId;
-});
-
-afterAll(async () => {
-  await api?.close();
-  await Promise.allSettled(accepted.map((id) => temporal.workflow.getHandle(id).terminate('refusals suite finished')));
-  await temporal?.connection.close();
-  await worker?.shutdown();
-  await clients?.close();
 });
 
 /** Everything a purchase could change for one sale: Redis keys and PostgreSQL rows. */

@@ -1,0 +1,42 @@
+/**
+ * Shared set-up of the API suites: registers beforeAll/afterAll that start the real API and a worker on the
+ * config's task queue, and afterwards terminate the workflows a suite lists in `accepted` (its orders are
+ * left open on purpose) and close every client.
+ */
+import type { Client } from '@temporalio/client';
+import { startApi, type RunningApi } from '../../src/api/main';
+import type { Config } from '../../src/config';
+import { connectTemporal } from '../../src/temporal';
+import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
+import { connectClients, type Clients } from '../helpers';
+import { http, type Http } from '../openapi';
+
+export interface AppHarness {
+  clients: Clients;
+  api: RunningApi;
+  worker: RunningWorker;
+  temporal: Client;
+  /** HTTP calls whose every response is checked against openapi.yaml. */
+  call: Http;
+  accepted: string[];
+}
+
+/** @returns the harness, whose fields are set once the suite's first beforeAll has run */
+export function useAppHarness(config: Config, suite: string): AppHarness {
+  const app = { accepted: [] as string[] } as AppHarness;
+  beforeAll(async () => {
+    app.clients = connectClients(config);
+    app.worker = await startWorker(config, await buildWorkflowBundle());
+    app.api = await startApi(config);
+    app.temporal = await connectTemporal(config);
+    app.call = http(app.api.url);
+  });
+  afterAll(async () => {
+    await app.api?.close();
+    await Promise.allSettled(app.accepted.map((id) => app.temporal.workflow.getHandle(id).terminate(`${suite} suite finished`)));
+    await app.temporal?.connection.close();
+    await app.worker?.shutdown();
+    await app.clients?.close();
+  });
+  return app;
+}
