@@ -35,13 +35,14 @@ test('2,000 buyers, 200 units, 3 s payment window: every unit ends PAID, nothing
   expect(result.audit.ok).toBe(true);
 
   const [wave1, wave2] = result.waves;
-  // Exactly the stock is accepted in the stampede; everyone else hears 410 (or 409 on a repeated press).
-  expect(wave1.statusCounts['202']).toBe(200);
+  // The stampede takes the whole stock (plus any unit that expired and came back while it still ran);
+  // everyone else hears 410 (or 409 on a repeated press).
+  expect(wave1.statusCounts['202']).toBeGreaterThanOrEqual(200);
   expect(wave1.requests).toBe((wave1.statusCounts['202'] ?? 0) + (wave1.statusCounts['409'] ?? 0) + (wave1.statusCounts['410'] ?? 0));
   // Every unit that came back from an expired order was sold again, and all of those were paid.
   const expired = result.finalCounts.EXPIRED ?? 0;
   expect(expired).toBeGreaterThan(0);
-  expect(wave2.statusCounts['202']).toBe(expired);
+  expect((wave1.statusCounts['202'] ?? 0) + (wave2.statusCounts['202'] ?? 0)).toBe(200 + expired);
   expect(result.finalCounts.PAID).toBe(200);
   expect(result.finalCounts.PENDING).toBeUndefined();
   expect(result.finalCounts.REJECTED).toBeUndefined();
