@@ -1,6 +1,7 @@
 /**
  * The Koa application: middleware that each do one thing (error → JSON, body parsing, auth per route group),
- * and the routes. Built from injected clients so tests and `npm run api` assemble it the same way.
+ * the purchase route ahead of the router (see purchaseRoute), and the other routes. Built from injected
+ * clients so tests and `npm run api` assemble it the same way.
  */
 import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
@@ -12,13 +13,13 @@ import { isConstraintViolation } from '../db';
 import type { Logger } from '../logger';
 import type { FlashRedis, ReservationStore } from '../reservations';
 import { getSaleHandler, createSaleHandler, loadStockHandler } from './admin';
-import { buyerAuth, staticBearer } from './auth';
+import { buyerAuth, buyerAuthenticator, staticBearer } from './auth';
 import type { Catalog } from './catalog';
 import { isUnavailable, reply, type ErrorCode } from './errors';
 import type { Metrics } from './metrics';
 import { metricsHandler, openApiDocument, readinessHandler } from './ops';
 import { getOrderHandler, paymentHandler } from './orders';
-import { purchaseHandler } from './purchase';
+import { purchaseRoute } from './purchase';
 import type { SoldOutFlags } from './soldOut';
 
 export interface AppDeps {
@@ -33,13 +34,33 @@ export interface AppDeps {
   metrics: Metrics;
 }
 
-/** Turns thrown errors into JSON: known HTTP statuses keep their meaning, everything else is a logged 500. */
-function errorsAsJson(log: Logger) {
+/**
+ * @returns a function that answers a thrown error as JSON: known HTTP statuses keep their meaning, PostgreSQL
+ *   refusing a value is a 400, an unreachable dependency a 503, everything else a logged 500
+ */
+function errorReplier(log: Logger) {
   const byStatus = new Map<number, ErrorCode>([
     [400, 'INVALID_BODY'],
     [413, 'PAYLOAD_TOO_LARGE'],
     [415, 'UNSUPPORTED_MEDIA_TYPE'],
   ]);
+  return function replyToError(ctx: Context, err: unknown): void {
+    const status = (err as { status?: number }).status;
+    const code = status === undefined ? undefined : byStatus.get(status);
+    if (code) return reply(ctx, code);
+    // PostgreSQL refusing a value (a NUL byte, an out-of-range date) is bad input, not a server fault.
+    if (isConstraintViolation(err)) return reply(ctx, 'INVALID_BODY', { details: [(err as Error).message] });
+    if (isUnavailable(err)) {
+      log.warn({ err: (err as Error).message, method: ctx.method, path: ctx.path }, 'dependency unavailable');
+      return reply(ctx, 'SERVICE_UNAVAILABLE');
+    }
+    log.error({ err, method: ctx.method, path: ctx.path }, 'request failed');
+    reply(ctx, 'INTERNAL_ERROR');
+  };
+}
+
+/** Middleware: thrown errors through replyToError, and Koa's bodiless 404/405/501 as JSON error codes. */
+function errorsAsJson(replyToError: (ctx: Context, err: unknown) => void) {
   return async function jsonErrors(ctx: Context, next: Next): Promise<void> {
     try {
       await next();
@@ -47,17 +68,7 @@ function errorsAsJson(log: Logger) {
       if (ctx.status === 405 && !ctx.body) reply(ctx, 'METHOD_NOT_ALLOWED');
       if (ctx.status === 501 && !ctx.body) reply(ctx, 'NOT_IMPLEMENTED');
     } catch (err) {
-      const status = (err as { status?: number }).status;
-      const code = status === undefined ? undefined : byStatus.get(status);
-      if (code) return reply(ctx, code);
-      // PostgreSQL refusing a value (a NUL byte, an out-of-range date) is bad input, not a server fault.
-      if (isConstraintViolation(err)) return reply(ctx, 'INVALID_BODY', { details: [(err as Error).message] });
-      if (isUnavailable(err)) {
-        log.warn({ err: (err as Error).message, method: ctx.method, path: ctx.path }, 'dependency unavailable');
-        return reply(ctx, 'SERVICE_UNAVAILABLE');
-      }
-      log.error({ err, method: ctx.method, path: ctx.path }, 'request failed');
-      reply(ctx, 'INTERNAL_ERROR');
+      replyToError(ctx, err);
     }
   };
 }
@@ -67,13 +78,13 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
   const app = new Koa();
   app.proxy = false;
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '16kb', encoding: 'utf-8' });
-  const buyer = buyerAuth(deps.config);
+  const authenticate = buyerAuthenticator(deps.config);
+  const buyer = buyerAuth(authenticate);
   const admin = staticBearer(deps.config.ADMIN_TOKEN);
   const paymentService = staticBearer(deps.config.PAYMENT_SERVICE_TOKEN);
 
   const router = new Router();
   router
-    .post('/api/flash-sales/items/:itemId/purchase', buyer, purchaseHandler(deps))
     .get('/api/flash-sales/orders/:orderId', buyer, getOrderHandler(deps))
     .post('/api/flash-sales/orders/:orderId/payment', paymentService, json, paymentHandler(deps))
     .post('/api/admin/sales', admin, json, createSaleHandler(deps))
@@ -88,7 +99,10 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
       ctx.body = openApiDocument;
     });
 
-  app.use(errorsAsJson(deps.log));
+  const replyToError = errorReplier(deps.log);
+  // The purchase route handles its own errors, so the stampede skips one async layer per request.
+  app.use(purchaseRoute(deps, authenticate, replyToError));
+  app.use(errorsAsJson(replyToError));
   app.use(router.routes());
   app.use(router.allowedMethods());
   return app;

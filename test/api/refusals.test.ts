@@ -195,3 +195,31 @@ describe('sale outside its window → 403 SALE_NOT_ACTIVE, nothing changed', () 
     expect(await snapshot(closed)).toEqual(before);
   });
 });
+
+test('a token the API remembers as verified is refused once it expires', async () => {
+  const purchase = '/api/flash-sales/items/2147483647/purchase';
+  const expiresAtS = nowS() + 2;
+  const token = await buyerToken(config, `short-${run}`, expiresAtS);
+  // Admitted (then 404: no such item), twice, so the second answer comes from the remembered verification.
+  for (let i = 0; i < 2; i++) expect((await call('POST', purchase, { token })).body).toEqual({ error: 'ITEM_NOT_FOUND' });
+  await new Promise((r) => setTimeout(r, expiresAtS * 1000 - Date.now() + 50));
+  const late = await call('POST', purchase, { token });
+  expect(late.status).toBe(401);
+  expect(late.body).toEqual({ error: 'TOKEN_EXPIRED' });
+  const order = await call('GET', `/api/flash-sales/orders/${randomUUID()}`, { token });
+  expect(order.body).toEqual({ error: 'TOKEN_EXPIRED' });
+});
+
+test('another method on the purchase path → 405 METHOD_NOT_ALLOWED with Allow: POST, nothing changed', async () => {
+  const before = await snapshot(sale);
+  for (const method of ['GET', 'PUT', 'DELETE']) {
+    const reply = await fetch(`${app.api.url}/api/flash-sales/items/${itemId}/purchase`, {
+      method,
+      headers: { authorization: `Bearer ${await buyerToken(config, `method-${run}`)}` },
+    });
+    expect(reply.status).toBe(405);
+    expect(reply.headers.get('allow')).toBe('POST');
+    expect(await reply.json()).toEqual({ error: 'METHOD_NOT_ALLOWED' });
+  }
+  expect(await snapshot(sale)).toEqual(before);
+});

@@ -1,0 +1,133 @@
+/**
+ * Unit tests of the buyer authenticator's memory of verified tokens (pure logic: the verifier is fast-jwt with
+ * real HS256 tokens, the clock is ours). A remembered token must answer without a second signature check, but
+ * never past its `exp` or VERIFIED_TOKEN_TTL_MS, never for another token, and a refused token is never
+ * remembered.
+ */
+import { createSigner, createVerifier, TokenError } from 'fast-jwt';
+import { rememberingAuthenticator, VERIFIED_TOKEN_TTL_MS, type Authentication } from '../../src/api/auth';
+
+const KEY = 'k'.repeat(40);
+const T0 = Date.UTC(2030, 0, 1);
+
+/** A fast-jwt HS256 verifier pinned to the test clock, counting the signature checks it runs. */
+function countingVerifier(clock: { now: number }) {
+  const calls = { count: 0 };
+  const verify = (token: string) => {
+    calls.count += 1;
+    return createVerifier({ key: KEY, algorithms: ['HS256'], requiredClaims: ['sub', 'exp'], clockTimestamp: clock.now })(token) as { sub?: unknown };
+  };
+  return { verify, calls };
+}
+
+function token(sub: unknown, expAtMs: number, key = KEY): string {
+  return createSigner({ key, algorithm: 'HS256', clockTimestamp: T0 })({ sub, exp: Math.floor(expAtMs / 1000) });
+}
+
+const bearer = (t: string) => `Bearer ${t}`;
+
+test('a remembered token admits its buyer without a second signature check', () => {
+  const clock = { now: T0 };
+  const { verify, calls } = countingVerifier(clock);
+  const authenticate = rememberingAuthenticator(verify, 10, () => clock.now);
+  const alice = token('alice', T0 + 3_600_000);
+  expect(authenticate(bearer(alice))).toEqual({ buyerId: 'alice' });
+  expect(authenticate(bearer(alice))).toEqual({ buyerId: 'alice' });
+  expect(authenticate(`bearer ${alice}`)).toEqual({ buyerId: 'alice' });
+  expect(calls.count).toBe(1);
+  // Another token of the same buyer is checked on its own.
+  expect(authenticate(bearer(token('alice', T0 + 7_200_000)))).toEqual({ buyerId: 'alice' });
+  expect(calls.count).toBe(2);
+});
+
+test('a remembered token is refused as expired once past its exp', () => {
+  const clock = { now: T0 };
+  const { verify, calls } = countingVerifier(clock);
+  const authenticate = rememberingAuthenticator(verify, 10, () => clock.now);
+  const short = token('bob', T0 + 5_000);
+  expect(authenticate(bearer(short))).toEqual({ buyerId: 'bob' });
+  clock.now = T0 + 4_999;
+  expect(authenticate(bearer(short))).toEqual({ buyerId: 'bob' });
+  // The memory stops at exp; fast-jwt itself still admits during exp's own millisecond, then refuses.
+  clock.now = T0 + 5_001;
+  expect(authenticate(bearer(short))).toEqual({ error: 'TOKEN_EXPIRED' });
+  expect(authenticate(bearer(short))).toEqual({ error: 'TOKEN_EXPIRED' });
+  expect(calls.count).toBe(3);
+});
+
+test('a long-lived token is checked again after VERIFIED_TOKEN_TTL_MS', () => {
+  const clock = { now: T0 };
+  const { verify, calls } = countingVerifier(clock);
+  const authenticate = rememberingAuthenticator(verify, 10, () => clock.now);
+  const long = token('carol', T0 + 24 * 3_600_000);
+  authenticate(bearer(long));
+  clock.now = T0 + VERIFIED_TOKEN_TTL_MS - 1;
+  authenticate(bearer(long));
+  expect(calls.count).toBe(1);
+  clock.now = T0 + VERIFIED_TOKEN_TTL_MS;
+  expect(authenticate(bearer(long))).toEqual({ buyerId: 'carol' });
+  expect(calls.count).toBe(2);
+});
+
+test('refused tokens are never remembered, and each says why', () => {
+  const clock = { now: T0 };
+  const { verify, calls } = countingVerifier(clock);
+  const authenticate = rememberingAuthenticator(verify, 10, () => clock.now);
+  const forged = token('mallory', T0 + 3_600_000, 'x'.repeat(40));
+  const badSub = token('alice|bob', T0 + 3_600_000);
+  for (let i = 0; i < 2; i++) {
+    expect(authenticate(bearer(forged))).toEqual({ error: 'TOKEN_INVALID' });
+    expect(authenticate(bearer(badSub))).toEqual({ error: 'TOKEN_INVALID' });
+    expect(authenticate(bearer(token(42, T0 + 3_600_000)))).toEqual({ error: 'TOKEN_INVALID' });
+  }
+  expect(calls.count).toBe(6);
+  expect(authenticate(undefined)).toEqual({ error: 'TOKEN_MISSING' });
+  expect(authenticate('')).toEqual({ error: 'TOKEN_MISSING' });
+  expect(authenticate('Basic YTpi')).toEqual({ error: 'TOKEN_MISSING' });
+  expect(calls.count).toBe(6);
+});
+
+test('the memory holds at most cacheSize tokens, the least recently used go first; size 0 checks every time', () => {
+  const clock = { now: T0 };
+  const { verify, calls } = countingVerifier(clock);
+  const authenticate = rememberingAuthenticator(verify, 2, () => clock.now);
+  const [a, b, c] = ['a1', 'b1', 'c1'].map((sub) => token(sub, T0 + 3_600_000));
+  authenticate(bearer(a));
+  authenticate(bearer(b));
+  authenticate(bearer(a));
+  authenticate(bearer(c)); // evicts b, the least recently used
+  expect(calls.count).toBe(3);
+  authenticate(bearer(a));
+  authenticate(bearer(c));
+  expect(calls.count).toBe(3);
+  authenticate(bearer(b));
+  expect(calls.count).toBe(4);
+
+  const none = countingVerifier(clock);
+  const forgetful = rememberingAuthenticator(none.verify, 0, () => clock.now);
+  forgetful(bearer(a));
+  forgetful(bearer(a));
+  expect(none.calls.count).toBe(2);
+});
+
+test('an asynchronous verifier (JWKS keys) answers through a promise, a rejection as TOKEN_INVALID or TOKEN_EXPIRED', async () => {
+  const clock = { now: T0 };
+  const sync = countingVerifier(clock);
+  const authenticate = rememberingAuthenticator(async (t: string) => sync.verify(t), 10, () => clock.now);
+  const dave = token('dave', T0 + 60_000);
+  const first = authenticate(bearer(dave));
+  expect(first).toBeInstanceOf(Promise);
+  expect(await first).toEqual({ buyerId: 'dave' });
+  // Remembered: the second answer needs no promise.
+  expect(authenticate(bearer(dave))).toEqual({ buyerId: 'dave' });
+  const forged: Authentication = await authenticate(bearer(token('eve', T0 + 60_000, 'y'.repeat(40))));
+  expect(forged).toEqual({ error: 'TOKEN_INVALID' });
+  clock.now = T0 + 60_001;
+  expect(await authenticate(bearer(dave))).toEqual({ error: 'TOKEN_EXPIRED' });
+  const expired = rememberingAuthenticator(
+    () => Promise.reject(new TokenError(TokenError.codes.expired, 'expired')),
+    10,
+    () => clock.now,
+  );
+  expect(await expired(bearer(dave))).toEqual({ error: 'TOKEN_EXPIRED' });
+});
