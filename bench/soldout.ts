@@ -3,11 +3,15 @@
  * item (quantity-0 sale, loaded, so after the first request the in-memory flag answers), side by side in the
  * same run with a bare Koa server that answers the same 410 `{"error":"SOLD_OUT"}` and does nothing else.
  * Each is driven by autocannon (library, in a child process so the load generator does not share the
- * servers' event loop) over loopback, twice: one buyer token reused by every request, then TOKENS distinct
- * tokens rotated per request (JWT verification is the main per-request cost). Prints a table and appends a
- * JSON line to reports/bench.jsonl. Asserts nothing.
+ * servers' event loop) over loopback, in two modes: `repeat-token`, one buyer token on every request (an
+ * impatient buyer pressing again: the verified token is remembered), and `fresh-tokens`, a token the server
+ * has never seen on every request (a crowd's first presses: each one a full signature check). Two processes
+ * share two cores here and a single run's rate moves by ±15%, so each mode runs ROUNDS rounds of both
+ * targets back to back (alternating which goes first) and the headline is the median of the per-round
+ * ratios. Beside req/s it prints the server's CPU time per request (process.cpuUsage of this process, which
+ * hosts both servers and is otherwise idle). Appends a JSON line to reports/bench.jsonl. Asserts nothing.
  *
- * Options (environment): BENCH_DURATION_S (10), BENCH_CONNECTIONS (100), BENCH_TOKENS (10000), BENCH_WARMUP_S (2).
+ * Options (environment): BENCH_DURATION_S (6), BENCH_ROUNDS (3), BENCH_CONNECTIONS (100), BENCH_WARMUP_S (2).
  */
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -17,7 +21,7 @@ import type { Server } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { SignJWT } from 'jose';
+import { createSigner } from 'fast-jwt';
 import Koa from 'koa';
 import { startApi } from '../src/api/main';
 import { loadConfig, type Config } from '../src/config';
@@ -25,12 +29,14 @@ import { createPool } from '../src/db';
 import { createRedis, ReservationStore } from '../src/reservations';
 import { createSale, loadSale } from '../src/sales';
 
-const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 6);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100);
-const TOKENS = Number(process.env.BENCH_TOKENS ?? 10_000);
+// More than a run can send at the rates seen here (≤ 14k req/s), so no fresh token is ever used twice.
+const FRESH_TOKENS_PER_S = 20_000;
 const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 2);
 
-type Mode = 'one-token' | 'many-tokens';
+type Mode = 'repeat-token' | 'fresh-tokens';
 
 interface DriveRequest {
   url: string;
@@ -38,10 +44,15 @@ interface DriveRequest {
   durationS: number;
 }
 
+type Target = 'flash-sale' | 'bare-koa';
+
 interface Figures {
-  target: 'flash-sale' | 'bare-koa';
+  target: Target;
   mode: Mode;
+  round: number;
   requestsPerS: number;
+  /** CPU time of the server process per answered request, µs. */
+  cpuUsPerRequest: number;
   p50Ms: number;
   p99Ms: number;
   requests: number;
@@ -55,19 +66,16 @@ function benchConfig(): Config {
   return loadConfig({ ...process.env, LOG_LEVEL: 'silent', API_PORT: '0', TEMPORAL_TASK_QUEUE: `bench-${randomUUID()}` });
 }
 
-async function signTokens(config: Config, count: number): Promise<string[]> {
-  const key = new TextEncoder().encode(config.JWT_SECRET);
+/** Buyer tokens with subjects unique to this call, so no two driver runs share one. */
+function signTokens(config: Config, count: number): string[] {
+  const sign = createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 3_600_000 });
   const run = randomUUID().slice(0, 8);
-  return Promise.all(
-    Array.from({ length: count }, (_, i) =>
-      new SignJWT({}).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setSubject(`bench-${run}-${i}`).setIssuedAt().setExpirationTime('1h').sign(key),
-    ),
-  );
+  return Array.from({ length: count }, (_, i) => sign({ sub: `bench-${run}-${i}` }));
 }
 
 /** Child process: runs autocannon against one URL and sends the result back. */
-async function drive({ url, mode, durationS }: DriveRequest): Promise<autocannon.Result> {
-  const tokens = await signTokens(benchConfig(), mode === 'one-token' ? 1 : TOKENS);
+function drive({ url, mode, durationS }: DriveRequest): Promise<autocannon.Result> {
+  const tokens = signTokens(benchConfig(), mode === 'repeat-token' ? 1 : Math.ceil(durationS * FRESH_TOKENS_PER_S));
   let next = 0;
   return autocannon({
     url,
@@ -76,7 +84,7 @@ async function drive({ url, mode, durationS }: DriveRequest): Promise<autocannon
     duration: durationS,
     headers: { authorization: `Bearer ${tokens[0]}` },
     requests:
-      mode === 'one-token'
+      mode === 'repeat-token'
         ? undefined
         : [
             {
@@ -99,14 +107,16 @@ function runDriver(request: DriveRequest): Promise<autocannon.Result> {
   });
 }
 
-function figures(target: Figures['target'], mode: Mode, result: autocannon.Result): Figures {
+function figures(target: Target, mode: Mode, round: number, result: autocannon.Result, cpuUs: number): Figures {
   const stats = (result.statusCodeStats ?? {}) as Record<string, { count?: number }>;
   const status410 = Number(stats['410']?.count ?? 0);
   const total = Object.values(stats).reduce((sum, s) => sum + Number(s.count ?? 0), 0);
   return {
     target,
     mode,
+    round,
     requestsPerS: result.requests.average,
+    cpuUsPerRequest: total > 0 ? cpuUs / total : NaN,
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
     requests: total,
@@ -153,16 +163,22 @@ async function main(): Promise<void> {
   const api = await startApi(config);
   const bare = await startBareKoa();
   const results: Figures[] = [];
+  const urls: Record<Target, string> = { 'bare-koa': `${bare.url}${path}`, 'flash-sale': `${api.url}${path}` };
   try {
-    for (const mode of ['one-token', 'many-tokens'] as const) {
-      for (const [target, base] of [
-        ['bare-koa', bare.url],
-        ['flash-sale', api.url],
-      ] as const) {
-        if (WARMUP_S > 0) await runDriver({ url: `${base}${path}`, mode, durationS: WARMUP_S });
-        const result = await runDriver({ url: `${base}${path}`, mode, durationS: DURATION_S });
-        results.push(figures(target, mode, result));
-        process.stderr.write(`  ${target} ${mode}: ${Math.round(result.requests.average)} req/s\n`);
+    for (const mode of ['repeat-token', 'fresh-tokens'] as const) {
+      for (const target of ['bare-koa', 'flash-sale'] as const) {
+        if (WARMUP_S > 0) await runDriver({ url: urls[target], mode, durationS: WARMUP_S });
+      }
+      for (let round = 1; round <= ROUNDS; round++) {
+        // Alternating the order cancels a drift of the machine's speed over the rounds.
+        const order: Target[] = round % 2 === 1 ? ['bare-koa', 'flash-sale'] : ['flash-sale', 'bare-koa'];
+        for (const target of order) {
+          const cpuBefore = process.cpuUsage();
+          const result = await runDriver({ url: urls[target], mode, durationS: DURATION_S });
+          const cpu = process.cpuUsage(cpuBefore);
+          results.push(figures(target, mode, round, result, cpu.user + cpu.system));
+          process.stderr.write(`  ${mode} round ${round} ${target}: ${Math.round(result.requests.average)} req/s\n`);
+        }
       }
     }
   } finally {
@@ -171,15 +187,21 @@ async function main(): Promise<void> {
     await Promise.allSettled([pool.end(), redis.quit()]);
   }
 
-  const ratio = (mode: Mode) => {
-    const ours = results.find((r) => r.target === 'flash-sale' && r.mode === mode);
-    const base = results.find((r) => r.target === 'bare-koa' && r.mode === mode);
-    return ours && base ? ours.requestsPerS / base.requestsPerS : NaN;
+  const rate = (target: Target, mode: Mode, round: number) =>
+    results.find((r) => r.target === target && r.mode === mode && r.round === round)?.requestsPerS ?? NaN;
+  const roundRatios = (mode: Mode) =>
+    Array.from({ length: ROUNDS }, (_, i) => rate('flash-sale', mode, i + 1) / rate('bare-koa', mode, i + 1));
+  const median = (values: number[]) => {
+    const sorted = [...values].sort((a, b) => a - b);
+    const mid = Math.floor(sorted.length / 2);
+    return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
   };
   const rows = results.map((r) => ({
-    target: r.target,
     mode: r.mode,
+    round: r.round,
+    target: r.target,
     'req/s': Math.round(r.requestsPerS),
+    'cpu µs/req': Number(r.cpuUsPerRequest.toFixed(1)),
     'p50 ms': r.p50Ms,
     'p99 ms': r.p99Ms,
     requests: r.requests,
@@ -188,9 +210,20 @@ async function main(): Promise<void> {
     errors: r.errors,
     timeouts: r.timeouts,
   }));
-  console.log(`\nsold-out path, ${CONNECTIONS} connections, ${DURATION_S} s each, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}`);
+  console.log(
+    `\nsold-out path, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION_S} s per target and mode, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}`,
+  );
   console.table(rows);
-  console.log(`ratio ours/bare (req/s): one token ${ratio('one-token').toFixed(3)}, ${TOKENS} tokens ${ratio('many-tokens').toFixed(3)}`);
+  const cpuPerRequest = (target: Target, mode: Mode) =>
+    median(results.filter((r) => r.target === target && r.mode === mode).map((r) => r.cpuUsPerRequest));
+  const ratio = { repeatToken: median(roundRatios('repeat-token')), freshTokens: median(roundRatios('fresh-tokens')) };
+  for (const mode of ['repeat-token', 'fresh-tokens'] as const) {
+    const [bareCpu, oursCpu] = [cpuPerRequest('bare-koa', mode), cpuPerRequest('flash-sale', mode)];
+    console.log(
+      `${mode}: ratio ours/bare (req/s) by round ${roundRatios(mode).map((r) => r.toFixed(3)).join(', ')}; median ${median(roundRatios(mode)).toFixed(3)}` +
+        ` | server CPU per request (median): bare ${bareCpu.toFixed(1)} µs, ours ${oursCpu.toFixed(1)} µs (bare/ours ${(bareCpu / oursCpu).toFixed(3)})`,
+    );
+  }
 
   mkdirSync(join(__dirname, '..', 'reports'), { recursive: true });
   const line = {
@@ -202,9 +235,10 @@ async function main(): Promise<void> {
     loadavgBefore: loadBefore,
     connections: CONNECTIONS,
     durationS: DURATION_S,
-    tokens: TOKENS,
+    rounds: ROUNDS,
     results,
-    ratio: { oneToken: ratio('one-token'), manyTokens: ratio('many-tokens') },
+    roundRatios: { repeatToken: roundRatios('repeat-token'), freshTokens: roundRatios('fresh-tokens') },
+    ratio,
   };
   appendFileSync(join(__dirname, '..', 'reports', 'bench.jsonl'), `${JSON.stringify(line)}\n`);
 }
