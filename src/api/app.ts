@@ -36,7 +36,8 @@ export interface AppDeps {
 
 /**
  * @returns a function that answers a thrown error as JSON: known HTTP statuses keep their meaning, PostgreSQL
- *   refusing a value is a 400, an unreachable dependency a 503, everything else a logged 500
+ *   refusing a value or a body that fails to decompress is a 400, an unreachable dependency a 503, everything
+ *   else a logged 500
  */
 function errorReplier(log: Logger) {
   const byStatus = new Map<number, ErrorCode>([
@@ -50,6 +51,8 @@ function errorReplier(log: Logger) {
     if (code) return reply(ctx, code);
     // PostgreSQL refusing a value (a NUL byte, an out-of-range date) is bad input, not a server fault.
     if (isConstraintViolation(err)) return reply(ctx, 'INVALID_BODY', { details: [(err as Error).message] });
+    // zlib failing on a body whose Content-Encoding lies (gzip declared, garbage sent) is bad input too.
+    if (/^Z_/.test(String((err as { code?: unknown }).code))) return reply(ctx, 'INVALID_BODY', { details: ['body does not match its Content-Encoding'] });
     if (isUnavailable(err)) {
       log.warn({ err: (err as Error).message, method: ctx.method, path: ctx.path }, 'dependency unavailable');
       return reply(ctx, 'SERVICE_UNAVAILABLE');

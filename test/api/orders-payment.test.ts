@@ -124,6 +124,7 @@ describe('payment route', () => {
       ['unknown field', { json: { paymentId: 'p1', amount: PRICE, orderId } }],
       ['an array', { json: [{ paymentId: 'p1', amount: PRICE }] }],
       ['broken JSON', { body: '{"paymentId": "p1", ', headers: { 'content-type': 'application/json' } }],
+      ['gzip declared, not gzip', { body: '{"paymentId": "p1"}', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } }],
     ];
     for (const [name, options] of bad) {
       const reply = await call('POST', paymentPath(orderId), { token: service, ...options });
