@@ -8,6 +8,8 @@ import { inTransaction } from './db';
 import { liveOrders } from './orders';
 import type { ReservationStore } from './reservations';
 
+const LAST_RFC3339_MS = Date.UTC(10000, 0, 1);
+
 /** Input of a new sale event; times are ISO-8601, money in minor units, durations in ms. */
 export const SaleInput = z
   .object({
@@ -29,6 +31,8 @@ export const SaleInput = z
   })
   .strict()
   .refine((s) => Date.parse(s.endsAt) > Date.parse(s.startsAt), { message: 'endsAt must be after startsAt', path: ['endsAt'] })
+  // An offset can push 9999-12-31 into year 10000 in UTC, which RFC 3339 (and our replies) cannot write.
+  .refine((s) => Date.parse(s.endsAt) < LAST_RFC3339_MS, { message: 'endsAt must be before 10000-01-01T00:00:00Z', path: ['endsAt'] })
   .refine((s) => new Set(s.items.map((i) => i.productId)).size === s.items.length, {
     message: 'productId must be unique within a sale',
     path: ['items'],

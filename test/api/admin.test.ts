@@ -77,6 +77,7 @@ describe('POST /api/admin/sales with a bad body → 400 INVALID_BODY, no sale cr
     ['items missing', () => ({ ...good(), items: undefined })],
     ['endsAt before startsAt', () => ({ ...good(), endsAt: new Date(Date.now() - 3_600_000).toISOString() })],
     ['startsAt not a date', () => ({ ...good(), startsAt: 'tomorrow' })],
+    ['endsAt in year 10000 once in UTC', () => ({ ...good(), endsAt: '9999-12-31T23:00:00-02:00' })],
     ['negative quantity', () => ({ ...good(), items: [{ productId: 'x', quantity: -1, priceMinor: 1 }] })],
     ['fractional quantity', () => ({ ...good(), items: [{ productId: 'x', quantity: 1.5, priceMinor: 1 }] })],
     ['price as a string', () => ({ ...good(), items: [{ productId: 'x', quantity: 1, priceMinor: '10' }] })],
