@@ -3,18 +3,21 @@
  * status below (I7: a refused request changes nothing and says why). Replies are values, not exceptions,
  * so the hot sold-out path captures no stack traces.
  */
+import { STATUS_CODES } from 'node:http';
 import type { Context } from 'koa';
 
 export const STATUS_OF = {
   INVALID_ITEM_ID: 400,
   INVALID_SALE_ID: 400,
   INVALID_BODY: 400,
+  BAD_REQUEST: 400,
   TOKEN_MISSING: 401,
   TOKEN_INVALID: 401,
   TOKEN_EXPIRED: 401,
   FORBIDDEN: 403,
   SALE_NOT_ACTIVE: 403,
   NOT_FOUND: 404,
+  REQUEST_TIMEOUT: 408,
   ITEM_NOT_FOUND: 404,
   ORDER_NOT_FOUND: 404,
   SALE_NOT_FOUND: 404,
@@ -26,6 +29,7 @@ export const STATUS_OF = {
   SOLD_OUT: 410,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  HEADERS_TOO_LARGE: 431,
   AMOUNT_MISMATCH: 422,
   INTERNAL_ERROR: 500,
   NOT_IMPLEMENTED: 501,
@@ -43,6 +47,24 @@ export function reply(ctx: Context, code: ErrorCode, details?: Record<string, un
   ctx.status = STATUS_OF[code];
   ctx.body = details ? { error: code, ...details } : { error: code };
   if (ctx.status === 503) ctx.set('Retry-After', String(RETRY_AFTER_S));
+}
+
+/**
+ * The raw HTTP/1.1 answer to a request Node's parser refused before Koa saw it (the server's `clientError`
+ * event), so that those refusals are JSON with a code too (I7).
+ * @param err the parser's error: HPE_HEADER_OVERFLOW (headers over Node's 16 KB) → 431 HEADERS_TOO_LARGE,
+ *   ERR_HTTP_REQUEST_TIMEOUT → 408 REQUEST_TIMEOUT, anything else → 400 BAD_REQUEST
+ * @returns the response bytes; the connection is closed after them
+ */
+export function clientErrorResponse(err: { code?: unknown }): string {
+  const code: ErrorCode =
+    err.code === 'HPE_HEADER_OVERFLOW' ? 'HEADERS_TOO_LARGE' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'REQUEST_TIMEOUT' : 'BAD_REQUEST';
+  const status = STATUS_OF[code];
+  const body = JSON.stringify({ error: code });
+  return (
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
 }
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P03']);

@@ -4,12 +4,14 @@
  */
 import { once } from 'node:events';
 import type { Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createLogger, type Logger } from '../logger';
 import { createRedis, ReservationStore } from '../reservations';
 import { connectTemporal } from '../temporal';
 import { createApp } from './app';
+import { clientErrorResponse } from './errors';
 import { Catalog } from './catalog';
 import { createMetrics } from './metrics';
 import { SoldOutFlags } from './soldOut';
@@ -57,6 +59,11 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     metrics: createMetrics(() => soldOut.size),
   });
   const server = app.listen(config.API_PORT, config.API_HOST);
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    // As Node's own handler: nothing to answer on a reset or already closed socket.
+    if (err.code === 'ECONNRESET' || !socket.writable) socket.destroy();
+    else socket.end(clientErrorResponse(err));
+  });
   await once(server, 'listening');
   server.keepAliveTimeout = 65_000;
   const address = server.address();

@@ -5,6 +5,7 @@
  * `sub`, whatever the body or headers claim. Every response is checked against openapi.yaml.
  */
 import { randomUUID } from 'node:crypto';
+import { connect } from 'node:net';
 import { generateKeyPair, SignJWT } from 'jose';
 import { saleKeys } from '../../src/reservations';
 import type { Sale } from '../../src/sales';
@@ -222,4 +223,32 @@ test('another method on the purchase path → 405 METHOD_NOT_ALLOWED with Allow:
     expect(await reply.json()).toEqual({ error: 'METHOD_NOT_ALLOWED' });
   }
   expect(await snapshot(sale)).toEqual(before);
+});
+
+describe('requests Node refuses before Koa → JSON with a code, nothing changed', () => {
+  /** Sends raw bytes and reads until the server closes the connection. */
+  async function raw(request: string): Promise<{ status: number; contentType: string; body: unknown }> {
+    const { port } = new URL(app.api.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.end(request);
+    const chunks: Buffer[] = [];
+    for await (const chunk of socket) chunks.push(chunk as Buffer);
+    const [head, body] = Buffer.concat(chunks).toString('utf8').split('\r\n\r\n');
+    return {
+      status: Number(head.split(' ')[1]),
+      contentType: /content-type: (.*)/i.exec(head)?.[1] ?? '',
+      body: JSON.parse(body) as unknown,
+    };
+  }
+
+  test.each([
+    ['a 20 KB header', 431, 'HEADERS_TOO_LARGE', () => `POST /api/flash-sales/items/${itemId}/purchase HTTP/1.1\r\nHost: x\r\nX-Pad: ${'a'.repeat(20_000)}\r\n\r\n`],
+    ['a request line that is not HTTP', 400, 'BAD_REQUEST', () => 'BUY ME NOW PLEASE\r\n\r\n'],
+    ['a broken chunked body', 400, 'BAD_REQUEST', () => `POST /api/flash-sales/items/${itemId}/purchase HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n`],
+  ])('%s → %d %s', async (_name, status, code, request) => {
+    const before = await snapshot(sale);
+    const reply = await raw(request());
+    expect(reply).toEqual({ status, contentType: 'application/json; charset=utf-8', body: { error: code } });
+    expect(await snapshot(sale)).toEqual(before);
+  });
 });
