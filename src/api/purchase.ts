@@ -25,7 +25,9 @@ async function workflowExists(temporal: Client, workflowId: string): Promise<boo
   }
 }
 
-const PURCHASE_PATH = /^\/api\/flash-sales\/items\/([^/]+)\/purchase$/;
+// As @koa/router matched it: letter case ignored, one trailing slash allowed.
+const PURCHASE_PATH = /^\/api\/flash-sales\/items\/([^/]+)\/purchase\/?$/i;
+const ROUTER_METHODS = new Set(['HEAD', 'OPTIONS', 'GET', 'PUT', 'PATCH', 'POST', 'DELETE']);
 
 /** Decodes a path segment as @koa/router would (`%31` → `1`); a malformed escape stays as it is (→ 400). */
 function segment(raw: string): string {
@@ -37,10 +39,17 @@ function segment(raw: string): string {
   }
 }
 
+/** @returns the code of the error reply already set on ctx */
+function errorCodeOf(ctx: Context): string {
+  return String((ctx.body as { error?: unknown } | undefined)?.error);
+}
+
 /**
  * Middleware for the stampede's route, mounted ahead of the router: the sold-out answer is 98% of the traffic,
  * and @koa/router's per-request matching over every route and middleware composition cost more than the
- * answer itself. Other methods on this path answer 405 with `Allow: POST`; other paths go on to the router.
+ * answer itself. Other methods on this path answer as the router answers them elsewhere (OPTIONS 200, known
+ * methods 405, unknown ones 501, each with `Allow: POST`); other paths go on to the router. Every POST answer,
+ * refusals of the token and errors included, is counted in the purchase metrics under its code.
  * @param authenticate the buyer authenticator shared with the other buyer routes
  * @param replyToError answers what the route throws (the app's JSON error replies)
  */
@@ -59,6 +68,13 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     return children;
   };
 
+  const record = (ctx: Context, code: string, startedAt: number, orderId?: unknown) => {
+    const series = seriesOf(code);
+    series.outcomes.inc();
+    series.duration.observe((performance.now() - startedAt) / 1000);
+    if (debug) log.debug({ code, itemId: ctx.params.itemId, userId: ctx.state.buyerId, orderId }, 'purchase');
+  };
+
   const answer = (ctx: Context, code: ErrorCode | 'PENDING', startedAt: number, details?: Record<string, unknown>) => {
     if (code === 'PENDING') {
       ctx.status = 202;
@@ -66,16 +82,18 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     } else {
       reply(ctx, code, details);
     }
-    const series = seriesOf(code);
-    series.outcomes.inc();
-    series.duration.observe((performance.now() - startedAt) / 1000);
-    if (debug) log.debug({ code, itemId: ctx.params.itemId, userId: ctx.state.buyerId, orderId: details?.orderId }, 'purchase');
+    record(ctx, code, startedAt, details?.orderId);
+  };
+
+  const answerError = (ctx: Context, err: unknown, startedAt: number) => {
+    replyToError(ctx, err);
+    record(ctx, errorCodeOf(ctx), startedAt);
   };
 
   /** Everything after the token: synchronous up to the sold-out flag, a promise from the catalog on. */
   const purchase = (ctx: Context, auth: Authentication, startedAt: number): void | Promise<void> => {
     const buyerId = admitBuyer(ctx, auth);
-    if (buyerId === undefined) return;
+    if (buyerId === undefined) return record(ctx, errorCodeOf(ctx), startedAt);
     ctx.state.buyerId = buyerId;
     const itemId = parseId(ctx.params.itemId);
     if (itemId === undefined) return answer(ctx, 'INVALID_ITEM_ID', startedAt);
@@ -143,16 +161,19 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     if (!match) return next();
     if (ctx.method !== 'POST') {
       ctx.set('Allow', 'POST');
-      return reply(ctx, 'METHOD_NOT_ALLOWED');
+      if (ctx.method !== 'OPTIONS') return reply(ctx, ROUTER_METHODS.has(ctx.method) ? 'METHOD_NOT_ALLOWED' : 'NOT_IMPLEMENTED');
+      ctx.status = 200;
+      ctx.body = '';
+      return;
     }
     const startedAt = performance.now();
     ctx.params = { itemId: segment(match[1]) };
     try {
       const auth = authenticate(ctx.get('Authorization'));
       const done = auth instanceof Promise ? auth.then((a) => purchase(ctx, a, startedAt)) : purchase(ctx, auth, startedAt);
-      if (done) return done.catch((err: unknown) => replyToError(ctx, err));
+      if (done) return done.catch((err: unknown) => answerError(ctx, err, startedAt));
     } catch (err) {
-      replyToError(ctx, err);
+      answerError(ctx, err, startedAt);
     }
   };
 }

@@ -211,18 +211,33 @@ test('a token the API remembers as verified is refused once it expires', async (
   expect(order.body).toEqual({ error: 'TOKEN_EXPIRED' });
 });
 
-test('another method on the purchase path → 405 METHOD_NOT_ALLOWED with Allow: POST, nothing changed', async () => {
+test('other methods on the purchase path answer as the router does elsewhere, nothing changed', async () => {
   const before = await snapshot(sale);
-  for (const method of ['GET', 'PUT', 'DELETE']) {
-    const reply = await fetch(`${app.api.url}/api/flash-sales/items/${itemId}/purchase`, {
+  const token = await buyerToken(config, `method-${run}`);
+  const send = (method: string) =>
+    fetch(`${app.api.url}/api/flash-sales/items/${itemId}/purchase`, { method, headers: { authorization: `Bearer ${token}` } });
+  for (const method of ['GET', 'PUT', 'DELETE', 'PATCH']) {
+    const reply = await send(method);
+    expect({ method, status: reply.status, allow: reply.headers.get('allow'), body: await reply.json() }).toEqual({
       method,
-      headers: { authorization: `Bearer ${await buyerToken(config, `method-${run}`)}` },
+      status: 405,
+      allow: 'POST',
+      body: { error: 'METHOD_NOT_ALLOWED' },
     });
-    expect(reply.status).toBe(405);
-    expect(reply.headers.get('allow')).toBe('POST');
-    expect(await reply.json()).toEqual({ error: 'METHOD_NOT_ALLOWED' });
   }
+  const options = await send('OPTIONS');
+  expect([options.status, options.headers.get('allow'), await options.text()]).toEqual([200, 'POST', '']);
+  const unknown = await send('PROPFIND');
+  expect([unknown.status, unknown.headers.get('allow'), await unknown.json()]).toEqual([501, 'POST', { error: 'NOT_IMPLEMENTED' }]);
   expect(await snapshot(sale)).toEqual(before);
+});
+
+test('the purchase path with a trailing slash or in another letter case is still the purchase route', async () => {
+  const token = await buyerToken(config, `spelling-${run}`);
+  for (const path of ['/api/flash-sales/items/2147483647/purchase/', '/API/Flash-Sales/ITEMS/2147483647/Purchase']) {
+    const reply = await fetch(`${app.api.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+    expect({ path, status: reply.status, body: await reply.json() }).toEqual({ path, status: 404, body: { error: 'ITEM_NOT_FOUND' } });
+  }
 });
 
 describe('requests Node refuses before Koa → JSON with a code, nothing changed', () => {
