@@ -67,11 +67,13 @@ export function clientErrorResponse(err: { code?: unknown }): string {
   );
 }
 
+const PG_CONNECTION_LOST = /^(Connection terminated|timeout exceeded when trying to connect)/;
+
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P03']);
 
 /**
  * @returns whether err means a dependency is unreachable or overloaded (socket errors, PostgreSQL shutting
- *   down, ioredis giving up, Temporal's gRPC UNAVAILABLE / DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED), which
+ *   down or its connection lost or timing out, ioredis giving up, Temporal's gRPC UNAVAILABLE / DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED), which
  *   deserves a 503 and a retry
  */
 export function isUnavailable(err: unknown): boolean {
@@ -79,5 +81,7 @@ export function isUnavailable(err: unknown): boolean {
   if (typeof e?.code === 'string' && CONNECTION_CODES.has(e.code)) return true;
   // An update waits for a worker to accept it; a backlogged task queue makes the RPC time out (retryable).
   if (e?.name === 'MaxRetriesPerRequestError' || e?.name === 'WorkflowUpdateRPCTimeoutOrCancelledError') return true;
+  // node-postgres reports a dropped or timed-out connection by message only, without a code.
+  if (err instanceof Error && PG_CONNECTION_LOST.test(err.message)) return true;
   return e?.name === 'ServiceError' && /UNAVAILABLE|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED/.test(`${err} ${(err as Error).message}`);
 }

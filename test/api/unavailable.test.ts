@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import pino from 'pino';
@@ -94,6 +94,34 @@ test('Redis unreachable at start (closed port) → startApi rejects with ECONNRE
   // ioredis retries after 50, 100, 150 … ms: a client left behind would log more errors within this wait.
   await new Promise((r) => setTimeout(r, 1500));
   expect(lines.filter((l) => l.includes('redis error')).length).toBe(errorsAtFailure);
+});
+
+describe('PostgreSQL reachable but failing (a listener that drops or stalls connections) → 503 with Retry-After, nothing changed', () => {
+  test.each([
+    ['connection closed as it opens', (socket: Socket) => socket.end()],
+    ['connection reset as it opens', (socket: Socket) => socket.resetAndDestroy()],
+    ['connection never answered (pool connect timeout, 5 s)', () => undefined],
+  ])('%s', async (_name, onConnection) => {
+    const stalled: Socket[] = [];
+    const fake = createServer((socket) => {
+      stalled.push(socket);
+      onConnection(socket);
+    }).listen(0, '127.0.0.1');
+    await once(fake, 'listening');
+    toClose.push(async () => {
+      stalled.forEach((s) => s.destroy());
+      await new Promise((r) => fake.close(r));
+    });
+    const api = await started(startApi(testConfig({ PGPORT: String((fake.address() as AddressInfo).port) })));
+    // An item this API's catalog has not loaded yet, so the purchase needs PostgreSQL.
+    const sale = await createTestSale(clients, { quantities: [2] });
+    const itemId = sale.items[0].itemId;
+    const before = await clients.store.stock(sale.saleId, [itemId]);
+    const reply = await http(api.url)('POST', `/api/flash-sales/items/${itemId}/purchase`, { token: await buyerToken(config, `pg-${run}`) });
+    expect([reply.status, reply.body.error, reply.headers.get('retry-after')]).toEqual([503, 'SERVICE_UNAVAILABLE', '1']);
+    expect(await clients.store.stock(sale.saleId, [itemId])).toEqual(before);
+    expect(await clients.redis.hlen(saleKeys(sale.saleId).reservations)).toBe(0);
+  }, 20_000);
 });
 
 describe('a private Redis dies mid-sale and comes back empty', () => {
