@@ -11,7 +11,7 @@
  * ratios. Beside req/s it prints the server's CPU time per request (process.cpuUsage of this process, which
  * hosts both servers and is otherwise idle). Appends a JSON line to reports/bench.jsonl. Asserts nothing.
  *
- * Options (environment): BENCH_DURATION_S (6), BENCH_ROUNDS (3), BENCH_CONNECTIONS (100), BENCH_WARMUP_S (2).
+ * Options (environment): BENCH_DURATION_S (5), BENCH_ROUNDS (5), BENCH_CONNECTIONS (100), BENCH_WARMUP_S (2).
  */
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -29,8 +29,8 @@ import { createPool } from '../src/db';
 import { createRedis, ReservationStore } from '../src/reservations';
 import { createSale, loadSale } from '../src/sales';
 
-const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 6);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100);
 // More than a run can send at the rates seen here (≤ 14k req/s), so no fresh token is ever used twice.
 const FRESH_TOKENS_PER_S = 20_000;
