@@ -39,6 +39,16 @@ function segment(raw: string): string {
   }
 }
 
+/** One purchase request on its way through the route. */
+interface Attempt {
+  ctx: Context;
+  /** performance.now() when the route took the request, for the latency histogram. */
+  startedAt: number;
+  /** The item id path segment, decoded, not yet parsed. */
+  itemText: string;
+  buyerId: string | undefined;
+}
+
 /** @returns the code of the error reply already set on ctx */
 function errorCodeOf(ctx: Context): string {
   return String((ctx.body as { error?: unknown } | undefined)?.error);
@@ -68,44 +78,45 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     return children;
   };
 
-  const record = (ctx: Context, code: string, startedAt: number, orderId?: unknown) => {
+  const record = (attempt: Attempt, code: string, orderId?: unknown) => {
     const series = seriesOf(code);
     series.outcomes.inc();
-    series.duration.observe((performance.now() - startedAt) / 1000);
-    if (debug) log.debug({ code, itemId: ctx.params.itemId, userId: ctx.state.buyerId, orderId }, 'purchase');
+    series.duration.observe((performance.now() - attempt.startedAt) / 1000);
+    if (debug) log.debug({ code, itemId: attempt.itemText, userId: attempt.buyerId, orderId }, 'purchase');
   };
 
-  const answer = (ctx: Context, code: ErrorCode | 'PENDING', startedAt: number, details?: Record<string, unknown>) => {
+  const answer = (attempt: Attempt, code: ErrorCode | 'PENDING', details?: Record<string, unknown>) => {
+    const { ctx } = attempt;
     if (code === 'PENDING') {
       ctx.status = 202;
       ctx.body = { orderId: details?.orderId, status: 'PENDING' };
     } else {
       reply(ctx, code, details);
     }
-    record(ctx, code, startedAt, details?.orderId);
+    record(attempt, code, details?.orderId);
   };
 
-  const answerError = (ctx: Context, err: unknown, startedAt: number) => {
-    replyToError(ctx, err);
-    record(ctx, errorCodeOf(ctx), startedAt);
+  const answerError = (attempt: Attempt, err: unknown) => {
+    replyToError(attempt.ctx, err);
+    record(attempt, errorCodeOf(attempt.ctx));
   };
 
   /** Everything after the token: synchronous up to the sold-out flag, a promise from the catalog on. */
-  const purchase = (ctx: Context, auth: Authentication, startedAt: number): void | Promise<void> => {
-    const buyerId = admitBuyer(ctx, auth);
-    if (buyerId === undefined) return record(ctx, errorCodeOf(ctx), startedAt);
-    ctx.state.buyerId = buyerId;
-    const itemId = parseId(ctx.params.itemId);
-    if (itemId === undefined) return answer(ctx, 'INVALID_ITEM_ID', startedAt);
-    if (config.SOLD_OUT_CACHE && soldOut.has(itemId)) return answer(ctx, 'SOLD_OUT', startedAt);
-    return reserveAndStart(ctx, buyerId, itemId, startedAt);
+  const purchase = (attempt: Attempt, auth: Authentication): void | Promise<void> => {
+    const buyerId = admitBuyer(attempt.ctx, auth);
+    if (buyerId === undefined) return record(attempt, errorCodeOf(attempt.ctx));
+    attempt.buyerId = buyerId;
+    const itemId = parseId(attempt.itemText);
+    if (itemId === undefined) return answer(attempt, 'INVALID_ITEM_ID');
+    if (config.SOLD_OUT_CACHE && soldOut.has(itemId)) return answer(attempt, 'SOLD_OUT');
+    return reserveAndStart(attempt, buyerId, itemId);
   };
 
-  const reserveAndStart = async (ctx: Context, buyerId: string, itemId: number, startedAt: number): Promise<void> => {
+  const reserveAndStart = async (attempt: Attempt, buyerId: string, itemId: number): Promise<void> => {
     const item = await catalog.get(itemId);
-    if (!item) return answer(ctx, 'ITEM_NOT_FOUND', startedAt);
+    if (!item) return answer(attempt, 'ITEM_NOT_FOUND');
     const now = Date.now();
-    if (now < item.startsAtMs || now >= item.endsAtMs) return answer(ctx, 'SALE_NOT_ACTIVE', startedAt);
+    if (now < item.startsAtMs || now >= item.endsAtMs) return answer(attempt, 'SALE_NOT_ACTIVE');
 
     const orderId = randomUUID();
     let outcome;
@@ -113,17 +124,17 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
       outcome = await store.reserve(item.saleId, itemId, buyerId, orderId, now);
     } catch (err) {
       log.warn({ err, itemId, userId: buyerId }, 'redis unavailable for reserve');
-      return answer(ctx, 'SERVICE_UNAVAILABLE', startedAt);
+      return answer(attempt, 'SERVICE_UNAVAILABLE');
     }
     switch (outcome.kind) {
       case 'ALREADY_PURCHASED':
-        return answer(ctx, 'ALREADY_PURCHASED', startedAt, { orderId: outcome.orderId });
+        return answer(attempt, 'ALREADY_PURCHASED', { orderId: outcome.orderId });
       case 'SOLD_OUT':
         soldOut.flag(item.saleId, itemId);
-        return answer(ctx, 'SOLD_OUT', startedAt);
+        return answer(attempt, 'SOLD_OUT');
       case 'NOT_LOADED':
         log.error({ itemId, saleId: item.saleId }, 'stock not loaded in redis: run `npm run sale -- load`');
-        return answer(ctx, 'STOCK_NOT_LOADED', startedAt);
+        return answer(attempt, 'STOCK_NOT_LOADED');
     }
     metrics.reservations.inc({ result: 'reserved' });
     if (outcome.stockLeft === 0) soldOut.flag(item.saleId, itemId);
@@ -142,7 +153,7 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
       // The start may have reached the server even though we saw an error (a timeout, or the reconciler
       // adopting a slow start): then the order has its workflow and is accepted (I4).
       if (err instanceof WorkflowExecutionAlreadyStartedError || (await workflowExists(temporal, orderId))) {
-        return answer(ctx, 'PENDING', startedAt, { orderId });
+        return answer(attempt, 'PENDING', { orderId });
       }
       // No workflow, no promise: give the unit back before saying 503. If this release fails too, the
       // reconciler finds the reservation without a workflow and adopts it.
@@ -151,9 +162,9 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
         .release(item.saleId, itemId, orderId)
         .then(() => metrics.reservations.inc({ result: 'released_start_failed' }))
         .catch((releaseErr) => log.error({ err: releaseErr, orderId, itemId }, 'release after failed start failed'));
-      return answer(ctx, 'SERVICE_UNAVAILABLE', startedAt);
+      return answer(attempt, 'SERVICE_UNAVAILABLE');
     }
-    return answer(ctx, 'PENDING', startedAt, { orderId });
+    return answer(attempt, 'PENDING', { orderId });
   };
 
   return function purchaseRouteMiddleware(ctx: Context, next: Next): void | Promise<void> {
@@ -166,14 +177,13 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
       ctx.body = '';
       return;
     }
-    const startedAt = performance.now();
-    ctx.params = { itemId: segment(match[1]) };
+    const attempt: Attempt = { ctx, startedAt: performance.now(), itemText: segment(match[1]), buyerId: undefined };
     try {
-      const auth = authenticate(ctx.get('Authorization'));
-      const done = auth instanceof Promise ? auth.then((a) => purchase(ctx, a, startedAt)) : purchase(ctx, auth, startedAt);
-      if (done) return done.catch((err: unknown) => answerError(ctx, err, startedAt));
+      const auth = authenticate(ctx.req.headers.authorization);
+      const done = auth instanceof Promise ? auth.then((a) => purchase(attempt, a)) : purchase(attempt, auth);
+      if (done) return done.catch((err: unknown) => answerError(attempt, err));
     } catch (err) {
-      answerError(ctx, err, startedAt);
+      answerError(attempt, err);
     }
   };
 }
