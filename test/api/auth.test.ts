@@ -20,6 +20,13 @@ function countingVerifier(clock: { now: number }) {
   return { verify, calls };
 }
 
+/** An authenticator over countingVerifier, remembering up to cacheSize tokens, with its clock and call count. */
+function remembering(cacheSize = 10) {
+  const clock = { now: T0 };
+  const { verify, calls } = countingVerifier(clock);
+  return { clock, calls, authenticate: rememberingAuthenticator(verify, cacheSize, () => clock.now) };
+}
+
 function token(sub: unknown, expAtMs: number, key = KEY): string {
   return createSigner({ key, algorithm: 'HS256', clockTimestamp: T0 })({ sub, exp: Math.floor(expAtMs / 1000) });
 }
@@ -27,9 +34,7 @@ function token(sub: unknown, expAtMs: number, key = KEY): string {
 const bearer = (t: string) => `Bearer ${t}`;
 
 test('a remembered token admits its buyer without a second signature check', () => {
-  const clock = { now: T0 };
-  const { verify, calls } = countingVerifier(clock);
-  const authenticate = rememberingAuthenticator(verify, 10, () => clock.now);
+  const { calls, authenticate } = remembering();
   const alice = token('alice', T0 + 3_600_000);
   expect(authenticate(bearer(alice))).toEqual({ buyerId: 'alice' });
   expect(authenticate(bearer(alice))).toEqual({ buyerId: 'alice' });
@@ -41,9 +46,7 @@ test('a remembered token admits its buyer without a second signature check', () 
 });
 
 test('a remembered token is refused as expired once past its exp', () => {
-  const clock = { now: T0 };
-  const { verify, calls } = countingVerifier(clock);
-  const authenticate = rememberingAuthenticator(verify, 10, () => clock.now);
+  const { clock, calls, authenticate } = remembering();
   const short = token('bob', T0 + 5_000);
   expect(authenticate(bearer(short))).toEqual({ buyerId: 'bob' });
   clock.now = T0 + 4_999;
@@ -56,9 +59,7 @@ test('a remembered token is refused as expired once past its exp', () => {
 });
 
 test('a long-lived token is checked again after VERIFIED_TOKEN_TTL_MS', () => {
-  const clock = { now: T0 };
-  const { verify, calls } = countingVerifier(clock);
-  const authenticate = rememberingAuthenticator(verify, 10, () => clock.now);
+  const { clock, calls, authenticate } = remembering();
   const long = token('carol', T0 + 24 * 3_600_000);
   authenticate(bearer(long));
   clock.now = T0 + VERIFIED_TOKEN_TTL_MS - 1;
@@ -70,9 +71,7 @@ test('a long-lived token is checked again after VERIFIED_TOKEN_TTL_MS', () => {
 });
 
 test('refused tokens are never remembered, and each says why', () => {
-  const clock = { now: T0 };
-  const { verify, calls } = countingVerifier(clock);
-  const authenticate = rememberingAuthenticator(verify, 10, () => clock.now);
+  const { calls, authenticate } = remembering();
   const forged = token('mallory', T0 + 3_600_000, 'x'.repeat(40));
   const badSub = token('alice|bob', T0 + 3_600_000);
   for (let i = 0; i < 2; i++) {
@@ -88,9 +87,7 @@ test('refused tokens are never remembered, and each says why', () => {
 });
 
 test('the memory holds at most cacheSize tokens, the least recently used go first; size 0 checks every time', () => {
-  const clock = { now: T0 };
-  const { verify, calls } = countingVerifier(clock);
-  const authenticate = rememberingAuthenticator(verify, 2, () => clock.now);
+  const { calls, authenticate } = remembering(2);
   const [a, b, c] = ['a1', 'b1', 'c1'].map((sub) => token(sub, T0 + 3_600_000));
   authenticate(bearer(a));
   authenticate(bearer(b));
@@ -103,11 +100,10 @@ test('the memory holds at most cacheSize tokens, the least recently used go firs
   authenticate(bearer(b));
   expect(calls.count).toBe(4);
 
-  const none = countingVerifier(clock);
-  const forgetful = rememberingAuthenticator(none.verify, 0, () => clock.now);
-  forgetful(bearer(a));
-  forgetful(bearer(a));
-  expect(none.calls.count).toBe(2);
+  const forgetful = remembering(0);
+  forgetful.authenticate(bearer(a));
+  forgetful.authenticate(bearer(a));
+  expect(forgetful.calls.count).toBe(2);
 });
 
 test('an asynchronous verifier (JWKS keys) answers through a promise, a rejection as TOKEN_INVALID or TOKEN_EXPIRED', async () => {
