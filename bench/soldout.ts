@@ -6,10 +6,12 @@
  * servers' event loop) over loopback, in two modes: `repeat-token`, one buyer token on every request (an
  * impatient buyer pressing again: the verified token is remembered), and `fresh-tokens`, a token the server
  * has never seen on every request (a crowd's first presses: each one a full signature check). Two processes
- * share two cores here and a single run's rate moves by ±15%, so each mode runs ROUNDS rounds of both
- * targets back to back (alternating which goes first) and the headline is the median of the per-round
- * ratios. Beside req/s it prints the server's CPU time per request (process.cpuUsage of this process, which
- * hosts both servers and is otherwise idle). Appends a JSON line to reports/bench.jsonl. Asserts nothing.
+ * share two cores here and a single run's rate moves by ±15%, so each mode runs ROUNDS rounds of the targets
+ * back to back (rotating which goes first) and the headline is the median of the per-round ratios. A second,
+ * identical bare server runs in every round too: its ratio to the first is this run's noise band, since two
+ * identical servers measured medians of 0.93 and 1.02 here. Beside req/s it prints the server's CPU time per
+ * request (process.cpuUsage of this process, which hosts the servers and is otherwise idle). Appends a JSON
+ * line to reports/bench.jsonl. Asserts nothing.
  *
  * Options (environment): BENCH_DURATION_S (5), BENCH_ROUNDS (5), BENCH_CONNECTIONS (100), BENCH_WARMUP_S (2).
  */
@@ -44,7 +46,9 @@ interface DriveRequest {
   durationS: number;
 }
 
-type Target = 'flash-sale' | 'bare-koa';
+/** bare-koa-2 is a second, identical bare server: bare-koa-2/bare-koa is the run's own noise band (an A/A test). */
+type Target = 'flash-sale' | 'bare-koa' | 'bare-koa-2';
+const TARGETS: Target[] = ['bare-koa', 'flash-sale', 'bare-koa-2'];
 
 interface Figures {
   target: Target;
@@ -162,16 +166,21 @@ async function main(): Promise<void> {
 
   const api = await startApi(config);
   const bare = await startBareKoa();
+  const bare2 = await startBareKoa();
   const results: Figures[] = [];
-  const urls: Record<Target, string> = { 'bare-koa': `${bare.url}${path}`, 'flash-sale': `${api.url}${path}` };
+  const urls: Record<Target, string> = {
+    'bare-koa': `${bare.url}${path}`,
+    'bare-koa-2': `${bare2.url}${path}`,
+    'flash-sale': `${api.url}${path}`,
+  };
   try {
     for (const mode of ['repeat-token', 'fresh-tokens'] as const) {
-      for (const target of ['bare-koa', 'flash-sale'] as const) {
+      for (const target of TARGETS) {
         if (WARMUP_S > 0) await runDriver({ url: urls[target], mode, durationS: WARMUP_S });
       }
       for (let round = 1; round <= ROUNDS; round++) {
-        // Alternating the order cancels a drift of the machine's speed over the rounds.
-        const order: Target[] = round % 2 === 1 ? ['bare-koa', 'flash-sale'] : ['flash-sale', 'bare-koa'];
+        // Rotating the order cancels a drift of the machine's speed over the rounds.
+        const order = TARGETS.map((_, i) => TARGETS[(i + round) % TARGETS.length]);
         for (const target of order) {
           const cpuBefore = process.cpuUsage();
           const result = await runDriver({ url: urls[target], mode, durationS: DURATION_S });
@@ -183,14 +192,14 @@ async function main(): Promise<void> {
     }
   } finally {
     await api.close();
-    await new Promise((r) => bare.server.close(r));
+    await Promise.all([bare, bare2].map(({ server }) => new Promise((r) => server.close(r))));
     await Promise.allSettled([pool.end(), redis.quit()]);
   }
 
   const rate = (target: Target, mode: Mode, round: number) =>
     results.find((r) => r.target === target && r.mode === mode && r.round === round)?.requestsPerS ?? NaN;
-  const roundRatios = (mode: Mode) =>
-    Array.from({ length: ROUNDS }, (_, i) => rate('flash-sale', mode, i + 1) / rate('bare-koa', mode, i + 1));
+  const roundRatios = (mode: Mode, target: Target = 'flash-sale') =>
+    Array.from({ length: ROUNDS }, (_, i) => rate(target, mode, i + 1) / rate('bare-koa', mode, i + 1));
   const median = (values: number[]) => {
     const sorted = [...values].sort((a, b) => a - b);
     const mid = Math.floor(sorted.length / 2);
@@ -217,11 +226,17 @@ async function main(): Promise<void> {
   const cpuPerRequest = (target: Target, mode: Mode) =>
     median(results.filter((r) => r.target === target && r.mode === mode).map((r) => r.cpuUsPerRequest));
   const ratio = { repeatToken: median(roundRatios('repeat-token')), freshTokens: median(roundRatios('fresh-tokens')) };
+  const calibration = {
+    repeatToken: median(roundRatios('repeat-token', 'bare-koa-2')),
+    freshTokens: median(roundRatios('fresh-tokens', 'bare-koa-2')),
+  };
+  const byRound = (ratios: number[]) => ratios.map((r) => r.toFixed(3)).join(', ');
   for (const mode of ['repeat-token', 'fresh-tokens'] as const) {
     const [bareCpu, oursCpu] = [cpuPerRequest('bare-koa', mode), cpuPerRequest('flash-sale', mode)];
     console.log(
-      `${mode}: ratio ours/bare (req/s) by round ${roundRatios(mode).map((r) => r.toFixed(3)).join(', ')}; median ${median(roundRatios(mode)).toFixed(3)}` +
-        ` | server CPU per request (median): bare ${bareCpu.toFixed(1)} µs, ours ${oursCpu.toFixed(1)} µs (bare/ours ${(bareCpu / oursCpu).toFixed(3)})`,
+      `${mode}: ratio ours/bare (req/s) by round ${byRound(roundRatios(mode))}; median ${median(roundRatios(mode)).toFixed(3)}` +
+        ` | server CPU per request (median): bare ${bareCpu.toFixed(1)} µs, ours ${oursCpu.toFixed(1)} µs (bare/ours ${(bareCpu / oursCpu).toFixed(3)})` +
+        `\n  noise band: bare-2/bare (the same server twice) by round ${byRound(roundRatios(mode, 'bare-koa-2'))}; median ${median(roundRatios(mode, 'bare-koa-2')).toFixed(3)}`,
     );
   }
 
@@ -239,6 +254,7 @@ async function main(): Promise<void> {
     results,
     roundRatios: { repeatToken: roundRatios('repeat-token'), freshTokens: roundRatios('fresh-tokens') },
     ratio,
+    calibration,
   };
   appendFileSync(join(__dirname, '..', 'reports', 'bench.jsonl'), `${JSON.stringify(line)}\n`);
 }
