@@ -17,11 +17,11 @@ export const STATUS_OF = {
   FORBIDDEN: 403,
   SALE_NOT_ACTIVE: 403,
   NOT_FOUND: 404,
-  REQUEST_TIMEOUT: 408,
   ITEM_NOT_FOUND: 404,
   ORDER_NOT_FOUND: 404,
   SALE_NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
+  REQUEST_TIMEOUT: 408,
   ALREADY_PURCHASED: 409,
   PAYMENT_WINDOW_CLOSED: 409,
   ORDER_NOT_PENDING: 409,
@@ -29,8 +29,8 @@ export const STATUS_OF = {
   SOLD_OUT: 410,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
-  HEADERS_TOO_LARGE: 431,
   AMOUNT_MISMATCH: 422,
+  HEADERS_TOO_LARGE: 431,
   INTERNAL_ERROR: 500,
   NOT_IMPLEMENTED: 501,
   SERVICE_UNAVAILABLE: 503,
@@ -73,8 +73,8 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EP
 
 /**
  * @returns whether err means a dependency is unreachable or overloaded (socket errors, PostgreSQL shutting
- *   down or its connection lost or timing out, ioredis giving up, Temporal's gRPC UNAVAILABLE / DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED), which
- *   deserves a 503 and a retry
+ *   down or its connection lost or timing out, ioredis giving up, Temporal's gRPC UNAVAILABLE /
+ *   DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED), which deserves a 503 and a retry
  */
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: unknown; name?: unknown };
