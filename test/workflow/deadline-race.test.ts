@@ -5,37 +5,24 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { auditSale } from '../../src/audit';
 import type { OrderInput } from '../../src/domain';
 import { createKafka } from '../../src/events';
 import { findOrder } from '../../src/orders';
-import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
+import { startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
-import { openEventTap, uniqueEvents, type EventTap } from '../kafka';
+import { createTestSale, testConfig, type Clients } from '../helpers';
+import { uniqueEvents, type EventTap } from '../kafka';
+import { useWorkflowHarness } from './harness';
 
 const PRICE = 700;
 const WINDOW_MS = 2000;
 const config = testConfig();
+const harness = useWorkflowHarness(config, { api: false });
 let clients: Clients;
-let worker: RunningWorker;
 let temporal: Client;
 let tap: EventTap;
-
-beforeAll(async () => {
-  Runtime.install({ logger: new DefaultLogger('WARN') });
-  clients = connectClients(config);
-  tap = await openEventTap(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  temporal = await connectTemporal(config);
-}, 120_000);
-
-afterAll(async () => {
-  await worker?.shutdown();
-  await Promise.allSettled([temporal?.connection.close(), tap?.close(), clients?.close()]);
-});
+beforeAll(() => ({ clients, temporal, tap } = harness));
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

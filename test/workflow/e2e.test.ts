@@ -10,14 +10,12 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { startApi, type RunningApi } from '../../src/api/main';
+import type { RunningApi } from '../../src/api/main';
 import type { OrderView } from '../../src/domain';
 import { saleKeys } from '../../src/reservations';
-import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
-import { countByType, openEventTap, uniqueEvents, type EventTap } from '../kafka';
+import { buyerToken, eventually, createTestSale, testConfig, type Clients } from '../helpers';
+import { countByType, uniqueEvents, type EventTap } from '../kafka';
+import { useWorkflowHarness } from './harness';
 
 const TEMPORAL_CLI = join(__dirname, '..', '..', '.local', 'venv', 'bin', 'temporal');
 const PRICE = 4200;
@@ -25,25 +23,12 @@ const QUANTITY = 5;
 const WINDOW_MS = 3000;
 
 const config = testConfig();
+const harness = useWorkflowHarness(config, { api: true });
 let clients: Clients;
-let worker: RunningWorker;
 let api: RunningApi;
 let temporal: Client;
 let tap: EventTap;
-
-beforeAll(async () => {
-  Runtime.install({ logger: new DefaultLogger('WARN') });
-  clients = connectClients(config);
-  tap = await openEventTap(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  api = await startApi(config);
-  temporal = await connectTemporal(config);
-}, 120_000);
-
-afterAll(async () => {
-  await Promise.allSettled([api?.close(), worker?.shutdown()]);
-  await Promise.allSettled([temporal?.connection.close(), tap?.close(), clients?.close()]);
-});
+beforeAll(() => ({ clients, temporal, tap, api } = harness));
 
 interface Listed {
   workflowId: string;

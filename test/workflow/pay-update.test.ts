@@ -13,42 +13,28 @@
  */
 import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
 import type { PoolClient } from 'pg';
-import { startApi, type RunningApi } from '../../src/api/main';
+import type { RunningApi } from '../../src/api/main';
 import type { OrderInput, OrderView, Payment } from '../../src/domain';
 import { findOrder } from '../../src/orders';
 import { saleKeys } from '../../src/reservations';
-import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
+import { startOrderWorkflow } from '../../src/temporal';
 import { OrderStatusKey, paidSignal, payUpdate } from '../../src/workflows/definitions';
-import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
-import { countByType, openEventTap, uniqueEvents, type EventTap } from '../kafka';
+import { createTestSale, testConfig, type Clients } from '../helpers';
+import { countByType, uniqueEvents, type EventTap } from '../kafka';
+import { useWorkflowHarness } from './harness';
 
 const PRICE = 2500;
 const SHORT_WINDOW_MS = 3000;
 const LONG_WINDOW_MS = 120_000;
 
 const config = testConfig();
+const harness = useWorkflowHarness(config, { api: true });
 let clients: Clients;
-let worker: RunningWorker;
 let temporal: Client;
 let api: RunningApi;
 let tap: EventTap;
-
-beforeAll(async () => {
-  Runtime.install({ logger: new DefaultLogger('WARN') });
-  clients = connectClients(config);
-  tap = await openEventTap(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  temporal = await connectTemporal(config);
-  api = await startApi(config);
-}, 120_000);
-
-afterAll(async () => {
-  await Promise.allSettled([api?.close(), worker?.shutdown()]);
-  await Promise.allSettled([temporal?.connection.close(), tap?.close(), clients?.close()]);
-});
+beforeAll(() => ({ clients, temporal, tap, api } = harness));
 
 async function startOrder(paymentWindowMs: number): Promise<{ order: OrderInput; handle: WorkflowHandle }> {
   const sale = await createTestSale(clients, { quantities: [5], priceMinor: PRICE, paymentWindowMs });
