@@ -95,3 +95,17 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000)
     }
   }
 }
+
+/**
+ * Polls probe every 50 ms until it returns a value other than undefined or false (returned), or throws
+ * "timed out waiting for <what>" after timeoutMs. Unlike eventually, errors from probe are not retried.
+ */
+export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}

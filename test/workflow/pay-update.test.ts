@@ -20,7 +20,7 @@ import { findOrder } from '../../src/orders';
 import { saleKeys } from '../../src/reservations';
 import { startOrderWorkflow } from '../../src/temporal';
 import { OrderStatusKey, paidSignal, payUpdate } from '../../src/workflows/definitions';
-import { createTestSale, testConfig, type Clients } from '../helpers';
+import { createTestSale, testConfig, until, type Clients } from '../helpers';
 import { countByType, uniqueEvents, type EventTap } from '../kafka';
 import { useWorkflowHarness } from './harness';
 
@@ -55,15 +55,6 @@ async function startOrder(paymentWindowMs: number): Promise<{ order: OrderInput;
   return { order, handle: temporal.workflow.getHandle(order.orderId) };
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 /** Holds a row lock in an open transaction until release(). */
 async function lockRow(sql: string, params: unknown[]): Promise<{ pid: number; release(): Promise<void> }> {

@@ -15,7 +15,7 @@ import type { OrderInput, OrderView } from '../../src/domain';
 import { saleKeys } from '../../src/reservations';
 import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
-import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { connectClients, createTestSale, testConfig, until, type Clients } from '../helpers';
 import { openEventTap, uniqueEvents, type EventTap } from '../kafka';
 
 const ROOT = join(__dirname, '..', '..');
@@ -66,15 +66,6 @@ function signalGroup(worker: WorkerProcess, signal: NodeJS.Signals): void {
   }
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 beforeAll(async () => {
   clients = connectClients(config);
@@ -129,7 +120,7 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
       taskQueueType: proto.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     });
     return (described.pollers ?? []).length > 0;
-  });
+  }, 60_000);
 
   const orders: OrderInput[] = [];
   const handles: WorkflowHandle[] = [];
@@ -159,7 +150,7 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
   const atKill = await until('the first expiry', async () => {
     const counts = await statusCounts(sale.saleId);
     return (counts.EXPIRED ?? 0) > 0 && counts;
-  });
+  }, 60_000);
   signalGroup(first, 'SIGKILL');
   expect((await first.exited).signal).toBe('SIGKILL');
   expect((atKill.PAID ?? 0) + (atKill.EXPIRED ?? 0) + (atKill.REJECTED ?? 0)).toBeLessThan(ORDERS);
