@@ -15,7 +15,7 @@
  *
  * Options (environment): BENCH_DURATION_S (5), BENCH_ROUNDS (5), BENCH_CONNECTIONS (100), BENCH_WARMUP_S (2).
  */
-import { fork } from 'node:child_process';
+import { execFileSync, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { appendFileSync, mkdirSync } from 'node:fs';
@@ -37,6 +37,20 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100);
 // More than a run can send at the rates seen here (≤ 14k req/s), so no fresh token is ever used twice.
 const FRESH_TOKENS_PER_S = 20_000;
 const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 2);
+// Servers on CPU 0, load generator on CPU 1, so the two do not take turns on the same core.
+const PIN = process.env.BENCH_PIN !== '0' && process.platform === 'linux' && cpus().length >= 2;
+const MODES = (process.env.BENCH_MODES ?? 'repeat-token,fresh-tokens').split(',') as Mode[];
+
+/** Pins this process and all its threads to one CPU (taskset); says so and goes on unpinned when it cannot. */
+function pinTo(cpu: number): boolean {
+  try {
+    execFileSync('taskset', ['--all-tasks', '--cpu-list', '--pid', String(cpu), String(process.pid)], { stdio: 'ignore' });
+    return true;
+  } catch (err) {
+    process.stderr.write(`not pinned to CPU ${cpu}: ${(err as Error).message}\n`);
+    return false;
+  }
+}
 
 type Mode = 'repeat-token' | 'fresh-tokens';
 
@@ -150,6 +164,7 @@ async function startBareKoa(): Promise<{ url: string; server: Server }> {
 async function main(): Promise<void> {
   // Other work on the machine skews the figures: the 1-minute load average before the run says how much.
   const loadBefore = loadavg()[0];
+  const pinned = PIN && pinTo(0);
   const config = benchConfig();
   const pool = createPool(config);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
@@ -174,7 +189,7 @@ async function main(): Promise<void> {
     'flash-sale': `${api.url}${path}`,
   };
   try {
-    for (const mode of ['repeat-token', 'fresh-tokens'] as const) {
+    for (const mode of MODES) {
       for (const target of TARGETS) {
         if (WARMUP_S > 0) await runDriver({ url: urls[target], mode, durationS: WARMUP_S });
       }
@@ -220,18 +235,14 @@ async function main(): Promise<void> {
     timeouts: r.timeouts,
   }));
   console.log(
-    `\nsold-out path, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION_S} s per target and mode, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}`,
+    `\nsold-out path, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION_S} s per target and mode, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}, ${pinned ? 'servers pinned to CPU 0, load generator to CPU 1' : 'not pinned'}`,
   );
   console.table(rows);
   const cpuPerRequest = (target: Target, mode: Mode) =>
     median(results.filter((r) => r.target === target && r.mode === mode).map((r) => r.cpuUsPerRequest));
-  const ratio = { repeatToken: median(roundRatios('repeat-token')), freshTokens: median(roundRatios('fresh-tokens')) };
-  const calibration = {
-    repeatToken: median(roundRatios('repeat-token', 'bare-koa-2')),
-    freshTokens: median(roundRatios('fresh-tokens', 'bare-koa-2')),
-  };
+  const byMode = (value: (mode: Mode) => unknown) => Object.fromEntries(MODES.map((mode) => [mode, value(mode)]));
   const byRound = (ratios: number[]) => ratios.map((r) => r.toFixed(3)).join(', ');
-  for (const mode of ['repeat-token', 'fresh-tokens'] as const) {
+  for (const mode of MODES) {
     const [bareCpu, oursCpu] = [cpuPerRequest('bare-koa', mode), cpuPerRequest('flash-sale', mode)];
     console.log(
       `${mode}: ratio ours/bare (req/s) by round ${byRound(roundRatios(mode))}; median ${median(roundRatios(mode)).toFixed(3)}` +
@@ -252,14 +263,16 @@ async function main(): Promise<void> {
     durationS: DURATION_S,
     rounds: ROUNDS,
     results,
-    roundRatios: { repeatToken: roundRatios('repeat-token'), freshTokens: roundRatios('fresh-tokens') },
-    ratio,
-    calibration,
+    pinned,
+    roundRatios: byMode((mode) => roundRatios(mode)),
+    ratio: byMode((mode) => median(roundRatios(mode))),
+    calibration: byMode((mode) => median(roundRatios(mode, 'bare-koa-2'))),
   };
   appendFileSync(join(__dirname, '..', 'reports', 'bench.jsonl'), `${JSON.stringify(line)}\n`);
 }
 
 if (process.argv.includes('--drive')) {
+  if (PIN) pinTo(1);
   process.once('message', (request) => {
     drive(request as DriveRequest).then(
       (result) => process.send?.(result, () => process.exit(0)),
