@@ -35,9 +35,9 @@ export interface AppDeps {
 }
 
 /**
- * @returns a function that answers a thrown error as JSON: known HTTP statuses keep their meaning, PostgreSQL
- *   refusing a value or a body that fails to decompress is a 400, an unreachable dependency a 503, everything
- *   else a logged 500
+ * @returns a function that answers a thrown error as JSON and returns the code it answered: known HTTP
+ *   statuses keep their meaning, PostgreSQL refusing a value or a body that fails to decompress is a 400, an
+ *   unreachable dependency a 503, everything else a logged 500
  */
 function errorReplier(log: Logger) {
   const byStatus = new Map<number, ErrorCode>([
@@ -45,25 +45,30 @@ function errorReplier(log: Logger) {
     [413, 'PAYLOAD_TOO_LARGE'],
     [415, 'UNSUPPORTED_MEDIA_TYPE'],
   ]);
-  return function replyToError(ctx: Context, err: unknown): void {
+  const answer = (ctx: Context, err: unknown): [ErrorCode, Record<string, unknown>?] => {
     const status = (err as { status?: number }).status;
     const code = status === undefined ? undefined : byStatus.get(status);
-    if (code) return reply(ctx, code);
+    if (code) return [code];
     // PostgreSQL refusing a value (a NUL byte, an out-of-range date) is bad input, not a server fault.
-    if (isConstraintViolation(err)) return reply(ctx, 'INVALID_BODY', { details: [(err as Error).message] });
+    if (isConstraintViolation(err)) return ['INVALID_BODY', { details: [(err as Error).message] }];
     // zlib failing on a body whose Content-Encoding lies (gzip declared, garbage sent) is bad input too.
-    if (/^Z_/.test(String((err as { code?: unknown }).code))) return reply(ctx, 'INVALID_BODY', { details: ['body does not match its Content-Encoding'] });
+    if (/^Z_/.test(String((err as { code?: unknown }).code))) return ['INVALID_BODY', { details: ['body does not match its Content-Encoding'] }];
     if (isUnavailable(err)) {
       log.warn({ err: (err as Error).message, method: ctx.method, path: ctx.path }, 'dependency unavailable');
-      return reply(ctx, 'SERVICE_UNAVAILABLE');
+      return ['SERVICE_UNAVAILABLE'];
     }
     log.error({ err, method: ctx.method, path: ctx.path }, 'request failed');
-    reply(ctx, 'INTERNAL_ERROR');
+    return ['INTERNAL_ERROR'];
+  };
+  return function replyToError(ctx: Context, err: unknown): ErrorCode {
+    const [code, details] = answer(ctx, err);
+    reply(ctx, code, details);
+    return code;
   };
 }
 
 /** Middleware: thrown errors through replyToError, and Koa's bodiless 404/405/501 as JSON error codes. */
-function errorsAsJson(replyToError: (ctx: Context, err: unknown) => void) {
+function errorsAsJson(replyToError: (ctx: Context, err: unknown) => ErrorCode) {
   return async function jsonErrors(ctx: Context, next: Next): Promise<void> {
     try {
       await next();

@@ -113,9 +113,14 @@ export function buyerAuthenticator(config: Config): BuyerAuthenticator {
  */
 export function admitBuyer(ctx: Context, auth: Authentication): string | undefined {
   if ('buyerId' in auth) return auth.buyerId;
-  ctx.set('WWW-Authenticate', auth.error === 'TOKEN_MISSING' ? 'Bearer' : 'Bearer error="invalid_token"');
-  reply(ctx, auth.error);
+  refuseToken(ctx, auth.error);
   return undefined;
+}
+
+/** Answers 401 with code and the RFC 6750 WWW-Authenticate challenge. */
+export function refuseToken(ctx: Context, code: 'TOKEN_MISSING' | 'TOKEN_INVALID' | 'TOKEN_EXPIRED'): void {
+  ctx.set('WWW-Authenticate', code === 'TOKEN_MISSING' ? 'Bearer' : 'Bearer error="invalid_token"');
+  reply(ctx, code);
 }
 
 /** Middleware that admits a buyer (ctx.state.buyerId) or answers 401 through admitBuyer. */

@@ -42,10 +42,18 @@ export type ErrorCode = keyof typeof STATUS_OF;
 /** Seconds a client should wait before retrying a 503. */
 export const RETRY_AFTER_S = 1;
 
-/** Sets status and JSON body for code; 503s carry Retry-After. */
+// A reply without details is a constant: serialized once, not on every sold-out answer.
+const BODY_OF = new Map(Object.keys(STATUS_OF).map((code) => [code, Buffer.from(JSON.stringify({ error: code }))]));
+
+/** Sets status and JSON body `{ "error": code, ...details }` for code; 503s carry Retry-After. */
 export function reply(ctx: Context, code: ErrorCode, details?: Record<string, unknown>): void {
   ctx.status = STATUS_OF[code];
-  ctx.body = details ? { error: code, ...details } : { error: code };
+  if (details) {
+    ctx.body = { error: code, ...details };
+  } else {
+    ctx.type = 'application/json';
+    ctx.body = BODY_OF.get(code);
+  }
   if (ctx.status === 503) ctx.set('Retry-After', String(RETRY_AFTER_S));
 }
 

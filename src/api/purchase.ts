@@ -11,7 +11,7 @@ import type { Context, Next } from 'koa';
 import type { Counter, Histogram } from 'prom-client';
 import { parseId } from '../domain';
 import { startOrderWorkflow } from '../temporal';
-import { admitBuyer, type Authentication, type BuyerAuthenticator } from './auth';
+import { refuseToken, type Authentication, type BuyerAuthenticator } from './auth';
 import type { AppDeps } from './app';
 import { reply, type ErrorCode } from './errors';
 
@@ -49,11 +49,6 @@ interface Attempt {
   buyerId: string | undefined;
 }
 
-/** @returns the code of the error reply already set on ctx */
-function errorCodeOf(ctx: Context): string {
-  return String((ctx.body as { error?: unknown } | undefined)?.error);
-}
-
 /**
  * Middleware for the stampede's route, mounted ahead of the router: the sold-out answer is 98% of the traffic,
  * and @koa/router's per-request matching over every route and middleware composition cost more than the
@@ -61,9 +56,9 @@ function errorCodeOf(ctx: Context): string {
  * methods 405, unknown ones 501, each with `Allow: POST`); other paths go on to the router. Every POST answer,
  * refusals of the token and errors included, is counted in the purchase metrics under its code.
  * @param authenticate the buyer authenticator shared with the other buyer routes
- * @param replyToError answers what the route throws (the app's JSON error replies)
+ * @param replyToError answers what the route throws (the app's JSON error replies) and returns the code it answered
  */
-export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, replyToError: (ctx: Context, err: unknown) => void) {
+export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, replyToError: (ctx: Context, err: unknown) => ErrorCode) {
   const { catalog, store, soldOut, temporal, metrics, log, config } = deps;
 
   const debug = log.isLevelEnabled('debug');
@@ -96,15 +91,15 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     record(attempt, code, details?.orderId);
   };
 
-  const answerError = (attempt: Attempt, err: unknown) => {
-    replyToError(attempt.ctx, err);
-    record(attempt, errorCodeOf(attempt.ctx));
-  };
+  const answerError = (attempt: Attempt, err: unknown) => record(attempt, replyToError(attempt.ctx, err));
 
   /** Everything after the token: synchronous up to the sold-out flag, a promise from the catalog on. */
   const purchase = (attempt: Attempt, auth: Authentication): void | Promise<void> => {
-    const buyerId = admitBuyer(attempt.ctx, auth);
-    if (buyerId === undefined) return record(attempt, errorCodeOf(attempt.ctx));
+    if ('error' in auth) {
+      refuseToken(attempt.ctx, auth.error);
+      return record(attempt, auth.error);
+    }
+    const { buyerId } = auth;
     attempt.buyerId = buyerId;
     const itemId = parseId(attempt.itemText);
     if (itemId === undefined) return answer(attempt, 'INVALID_ITEM_ID');
