@@ -2,24 +2,24 @@
  * Benchmark of the sold-out path (`npx tsx bench/soldout.ts`): the real API (startApi) answering a sold-out
  * item (quantity-0 sale, loaded, so after the first request the in-memory flag answers), side by side in the
  * same run with a bare Koa server that answers the same 410 `{"error":"SOLD_OUT"}` and does nothing else.
- * Each is driven by autocannon (library, in a child process so the load generator does not share the
- * servers' event loop) over loopback, in two modes: `repeat-token`, one buyer token on every request (an
- * impatient buyer pressing again: the verified token is remembered), and `fresh-tokens`, a token the server
- * has never seen on every request (a crowd's first presses: each one a full signature check). Two processes
- * share two cores here and a single run's rate moves by ±15%, so each mode runs ROUNDS rounds of the targets
- * back to back (rotating which goes first) and the headline is the median of the per-round ratios. A second,
- * identical bare server runs in every round too: its ratio to the first is this run's noise band, since two
- * identical servers measured medians of 0.93 and 1.02 here. Beside req/s it prints the server's CPU time per
- * request (process.cpuUsage of this process, which hosts the servers and is otherwise idle). Appends a JSON
- * line to reports/bench.jsonl. Asserts nothing.
+ * Each server runs in its own process, and each is driven in turn by autocannon (library, in another child
+ * process) over loopback, in two modes: `repeat-token`, one buyer token on every request (an impatient buyer
+ * pressing again: the verified token is remembered), and `fresh-tokens`, a token the server has never seen on
+ * every request (a crowd's first presses: each one a full signature check). On Linux with two or more CPUs
+ * the servers are pinned to CPU 0 and the load generator to CPU 1. A single run's rate moves by ±15% on a
+ * small VM, so each mode runs ROUNDS rounds of the targets back to back (rotating which goes first) and the
+ * headline is the median of the per-round ratios. A second, identical bare server runs in every round too:
+ * its ratio to the first is this run's noise band (an A/A test). Beside req/s it prints the server's CPU
+ * time per request (process.cpuUsage of the server's process, all its threads). Appends a JSON line to
+ * reports/bench.jsonl. Asserts nothing.
  *
- * Options (environment): BENCH_DURATION_S (5), BENCH_ROUNDS (5), BENCH_CONNECTIONS (100), BENCH_WARMUP_S (2).
+ * Options (environment): BENCH_DURATION_S (5), BENCH_ROUNDS (5), BENCH_CONNECTIONS (100), BENCH_WARMUP_S (2),
+ * BENCH_MODES (repeat-token,fresh-tokens), BENCH_PIN (1; 0 leaves scheduling to the OS).
  */
 import { execFileSync, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { appendFileSync, mkdirSync } from 'node:fs';
-import type { Server } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -146,7 +146,7 @@ function figures(target: Target, mode: Mode, round: number, result: autocannon.R
 }
 
 /** The baseline: one route, same status and body, nothing else. */
-async function startBareKoa(): Promise<{ url: string; server: Server }> {
+async function startBareKoa(): Promise<{ url: string; close(): Promise<void> }> {
   const app = new Koa();
   app.use((ctx) => {
     if (ctx.method === 'POST' && /^\/api\/flash-sales\/items\/[^/]+\/purchase$/.test(ctx.path)) {
@@ -158,13 +158,69 @@ async function startBareKoa(): Promise<{ url: string; server: Server }> {
   await once(server, 'listening');
   server.keepAliveTimeout = 65_000;
   const { port } = server.address() as { port: number };
-  return { url: `http://127.0.0.1:${port}`, server };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** What a server process says: its base URL once listening, then its CPU time so far (µs) when asked. */
+type ServerMessage = { url: string } | { cpuUs: number };
+
+/**
+ * Server process (`--serve <target>`): serves one target on its own, so no two servers share a heap, a JIT or
+ * a garbage collection. Answers 'cpu' with its CPU time so far and exits on 'stop'.
+ */
+async function serve(target: Target): Promise<void> {
+  if (PIN) pinTo(0);
+  const { url, close } = target === 'flash-sale' ? await startApi(benchConfig()) : await startBareKoa();
+  process.on('message', (message) => {
+    if (message === 'cpu') {
+      const { user, system } = process.cpuUsage();
+      process.send?.({ cpuUs: user + system });
+    } else if (message === 'stop') {
+      void close().then(() => process.exit(0));
+    }
+  });
+  process.send?.({ url });
+}
+
+interface ServerProcess {
+  url: string;
+  cpuUs(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+async function startServerProcess(target: Target): Promise<ServerProcess> {
+  const child = fork(__filename, ['--serve', target], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const next = () =>
+    new Promise<ServerMessage>((resolve, reject) => {
+      const exited = (code: number | null) => reject(new Error(`${target} server exited with ${code}`));
+      child.once('exit', exited);
+      child.once('message', (message) => {
+        child.off('exit', exited);
+        resolve(message as ServerMessage);
+      });
+    });
+  const { url } = (await next()) as { url: string };
+  return {
+    url,
+    async cpuUs() {
+      child.send('cpu');
+      return ((await next()) as { cpuUs: number }).cpuUs;
+    },
+    async stop() {
+      child.send('stop');
+      await once(child, 'exit');
+    },
+  };
 }
 
 async function main(): Promise<void> {
   // Other work on the machine skews the figures: the 1-minute load average before the run says how much.
   const loadBefore = loadavg()[0];
-  const pinned = PIN && pinTo(0);
+  // The bench itself idles during a round: it shares the load generator's CPU.
+  const pinned = PIN && pinTo(1);
   const config = benchConfig();
   const pool = createPool(config);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
@@ -179,35 +235,29 @@ async function main(): Promise<void> {
   await loadSale(pool, new ReservationStore(redis), sale.saleId, false);
   const path = `/api/flash-sales/items/${sale.items[0].itemId}/purchase`;
 
-  const api = await startApi(config);
-  const bare = await startBareKoa();
-  const bare2 = await startBareKoa();
+  const servers = new Map<Target, ServerProcess>();
   const results: Figures[] = [];
-  const urls: Record<Target, string> = {
-    'bare-koa': `${bare.url}${path}`,
-    'bare-koa-2': `${bare2.url}${path}`,
-    'flash-sale': `${api.url}${path}`,
-  };
   try {
+    for (const target of TARGETS) servers.set(target, await startServerProcess(target));
+    const url = (target: Target) => `${servers.get(target)?.url}${path}`;
     for (const mode of MODES) {
       for (const target of TARGETS) {
-        if (WARMUP_S > 0) await runDriver({ url: urls[target], mode, durationS: WARMUP_S });
+        if (WARMUP_S > 0) await runDriver({ url: url(target), mode, durationS: WARMUP_S });
       }
       for (let round = 1; round <= ROUNDS; round++) {
         // Rotating the order cancels a drift of the machine's speed over the rounds.
         const order = TARGETS.map((_, i) => TARGETS[(i + round) % TARGETS.length]);
         for (const target of order) {
-          const cpuBefore = process.cpuUsage();
-          const result = await runDriver({ url: urls[target], mode, durationS: DURATION_S });
-          const cpu = process.cpuUsage(cpuBefore);
-          results.push(figures(target, mode, round, result, cpu.user + cpu.system));
+          const server = servers.get(target) as ServerProcess;
+          const cpuBefore = await server.cpuUs();
+          const result = await runDriver({ url: url(target), mode, durationS: DURATION_S });
+          results.push(figures(target, mode, round, result, (await server.cpuUs()) - cpuBefore));
           process.stderr.write(`  ${mode} round ${round} ${target}: ${Math.round(result.requests.average)} req/s\n`);
         }
       }
     }
   } finally {
-    await api.close();
-    await Promise.all([bare, bare2].map(({ server }) => new Promise((r) => server.close(r))));
+    await Promise.allSettled([...servers.values()].map((server) => server.stop()));
     await Promise.allSettled([pool.end(), redis.quit()]);
   }
 
@@ -271,7 +321,13 @@ async function main(): Promise<void> {
   appendFileSync(join(__dirname, '..', 'reports', 'bench.jsonl'), `${JSON.stringify(line)}\n`);
 }
 
-if (process.argv.includes('--drive')) {
+const serveAt = process.argv.indexOf('--serve');
+if (serveAt >= 0) {
+  serve(process.argv[serveAt + 1] as Target).catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+} else if (process.argv.includes('--drive')) {
   if (PIN) pinTo(1);
   process.once('message', (request) => {
     drive(request as DriveRequest).then(
