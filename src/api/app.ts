@@ -5,7 +5,6 @@
  */
 import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
-import type { Client } from '@temporalio/client';
 import Koa, { type Context, type Next } from 'koa';
 import type { Pool } from 'pg';
 import type { Config } from '../config';
@@ -19,6 +18,7 @@ import { isUnavailable, reply, type ErrorCode } from './errors';
 import type { Metrics } from './metrics';
 import { metricsHandler, openApiDocument, readinessHandler } from './ops';
 import { getOrderHandler, paymentHandler } from './orders';
+import type { OrderWorkflows } from './orderWorkflows';
 import { purchaseRoute } from './purchase';
 import type { SoldOutFlags } from './soldOut';
 
@@ -28,7 +28,7 @@ export interface AppDeps {
   pool: Pool;
   redis: FlashRedis;
   store: ReservationStore;
-  temporal: Client;
+  workflows: OrderWorkflows;
   catalog: Catalog;
   soldOut: SoldOutFlags;
   metrics: Metrics;

@@ -9,11 +9,11 @@ import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createLogger, type Logger } from '../logger';
 import { createRedis, ReservationStore } from '../reservations';
-import { connectTemporal } from '../temporal';
 import { createApp } from './app';
 import { clientErrorResponse } from './errors';
 import { Catalog } from './catalog';
 import { createMetrics } from './metrics';
+import { startOrderWorkflows, type OrderWorkflows } from './orderWorkflows';
 import { SoldOutFlags } from './soldOut';
 
 const DRAIN_MS = 10_000;
@@ -34,10 +34,10 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects.
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 1, enableOfflineQueue: false });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
-  let temporal;
+  let workflows: OrderWorkflows;
   try {
     await once(redis, 'ready');
-    temporal = await connectTemporal(config);
+    workflows = await startOrderWorkflows(config);
   } catch (err) {
     // A failed start must not leave a Redis client reconnecting forever (and the pool open) behind it.
     redis.disconnect();
@@ -53,7 +53,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     pool,
     redis,
     store,
-    temporal,
+    workflows,
     catalog: new Catalog(pool, config.CATALOG_REFRESH_MS),
     soldOut,
     metrics: createMetrics(() => soldOut.size),
@@ -79,7 +79,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
       server.closeIdleConnections();
       const drained = await Promise.race([closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), DRAIN_MS).unref())]);
       if (!drained) server.closeAllConnections();
-      await Promise.allSettled([redis.quit(), pool.end(), temporal.connection.close()]);
+      await Promise.allSettled([redis.quit(), pool.end(), workflows.close()]);
     },
   };
 }

@@ -14,12 +14,12 @@ function within<T>(ms: number, work: Promise<T>): Promise<T> {
 /** The OpenAPI 3.1 document kept in the repo (openapi.yaml), parsed once. */
 export const openApiDocument: unknown = parse(readFileSync(join(__dirname, '..', '..', 'openapi.yaml'), 'utf8'));
 
-export function readinessHandler({ redis, pool, temporal }: AppDeps) {
+export function readinessHandler({ redis, pool, workflows }: AppDeps) {
   const checks: Record<string, () => Promise<unknown>> = {
     redis: () => redis.ping(),
     postgres: () => pool.query('SELECT 1'),
     // Namespace-scoped, so a namespace that does not exist (every workflow start would fail) reads as down.
-    temporal: () => temporal.connection.workflowService.describeNamespace({ namespace: temporal.options.namespace }),
+    temporal: () => workflows.checkNamespace(),
   };
   return async function ready(ctx: Context): Promise<void> {
     const names = Object.keys(checks);

@@ -6,12 +6,10 @@
  * Status: PostgreSQL once the order is stored there (the workflow writes every change through it), else the
  * workflow's own search attributes (the short moment before the insert).
  */
-import { ApplicationFailure, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { isOrderId, type OrderStatus, type Payment } from '../domain';
+import { isOrderId, type Payment } from '../domain';
 import { findOrder, type OrderRow } from '../orders';
-import { ItemIdKey, OrderStatusKey, payUpdate, SaleIdKey, UserIdKey } from '../workflows/definitions';
 import type { BuyerState } from './auth';
 import type { AppDeps } from './app';
 import { reply } from './errors';
@@ -32,7 +30,7 @@ function fromRow(row: OrderRow) {
 }
 
 /** GET handler: the buyer's own order or 404 ORDER_NOT_FOUND (unknown, malformed or someone else's). */
-export function getOrderHandler({ pool, temporal }: AppDeps) {
+export function getOrderHandler({ pool, workflows }: AppDeps) {
   return async function getOrder(ctx: Context): Promise<void> {
     const { buyerId } = ctx.state as BuyerState;
     const orderId: string = ctx.params.orderId;
@@ -43,51 +41,37 @@ export function getOrderHandler({ pool, temporal }: AppDeps) {
       ctx.body = fromRow(row);
       return;
     }
-    try {
-      const described = await temporal.workflow.getHandle(orderId).describe();
-      const attrs = described.typedSearchAttributes;
-      if (attrs.get(UserIdKey) !== buyerId) return reply(ctx, 'ORDER_NOT_FOUND');
-      ctx.body = {
-        orderId,
-        saleId: attrs.get(SaleIdKey),
-        itemId: attrs.get(ItemIdKey),
-        status: attrs.get(OrderStatusKey) as OrderStatus,
-      };
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return reply(ctx, 'ORDER_NOT_FOUND');
-      throw err;
-    }
+    const order = await workflows.describe(orderId);
+    if (order?.userId !== buyerId) return reply(ctx, 'ORDER_NOT_FOUND');
+    ctx.body = { orderId, saleId: order.saleId, itemId: order.itemId, status: order.status };
   };
 }
 
 /** POST handler for the payment service (already authenticated by its bearer credential). */
-export function paymentHandler({ pool, temporal, log }: AppDeps) {
+export function paymentHandler({ pool, workflows, log }: AppDeps) {
   return async function pay(ctx: Context): Promise<void> {
     const orderId: string = ctx.params.orderId;
     if (!isOrderId(orderId)) return reply(ctx, 'ORDER_NOT_FOUND');
     const body = PaymentBody.safeParse(ctx.request.body);
     if (!body.success) return reply(ctx, 'INVALID_BODY', { details: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`) });
     const payment: Payment = body.data;
-    try {
-      const result = await temporal.workflow.getHandle(orderId).executeUpdate(payUpdate, { args: [payment] });
-      if ('error' in result) return reply(ctx, result.error, { orderId });
+    const outcome = await workflows.pay(orderId, payment);
+    // Refused by the update's validator, so nothing was written to the workflow's history (I7).
+    if ('refused' in outcome) return reply(ctx, outcome.refused, { orderId });
+    if ('invalid' in outcome) return reply(ctx, 'INVALID_BODY', { details: [outcome.invalid] });
+    if ('error' in outcome) return reply(ctx, outcome.error, { orderId });
+    if ('status' in outcome) {
       log.info({ orderId, paymentId: payment.paymentId }, 'payment accepted');
-      ctx.body = { orderId, status: 'PAID', paymentId: result.paymentId };
-    } catch (err) {
-      if (err instanceof WorkflowUpdateFailedError) {
-        // Refused by the update's validator, so nothing was written to the workflow's history (I7).
-        if (err.cause instanceof ApplicationFailure && err.cause.type === 'AMOUNT_MISMATCH') return reply(ctx, 'AMOUNT_MISMATCH', { orderId });
-        return reply(ctx, 'INVALID_BODY', { details: [err.cause?.message ?? err.message] });
-      }
-      if (!(err instanceof WorkflowNotFoundError)) throw err;
-      // The workflow has ended (or never existed): PostgreSQL holds the final word.
-      const row = await findOrder(pool, orderId);
-      if (!row) return reply(ctx, 'ORDER_NOT_FOUND');
-      if (row.status === 'PAID' && row.paymentId === payment.paymentId) {
-        ctx.body = { orderId, status: 'PAID', paymentId: row.paymentId };
-        return;
-      }
-      return reply(ctx, row.status === 'EXPIRED' ? 'PAYMENT_WINDOW_CLOSED' : 'ORDER_NOT_PENDING', { orderId });
+      ctx.body = { orderId, status: 'PAID', paymentId: outcome.paymentId };
+      return;
     }
+    // The workflow has ended (or never existed): PostgreSQL holds the final word.
+    const row = await findOrder(pool, orderId);
+    if (!row) return reply(ctx, 'ORDER_NOT_FOUND');
+    if (row.status === 'PAID' && row.paymentId === payment.paymentId) {
+      ctx.body = { orderId, status: 'PAID', paymentId: row.paymentId };
+      return;
+    }
+    return reply(ctx, row.status === 'EXPIRED' ? 'PAYMENT_WINDOW_CLOSED' : 'ORDER_NOT_PENDING', { orderId });
   };
 }

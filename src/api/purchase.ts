@@ -6,20 +6,18 @@
  * the sale window and any Redis call.
  */
 import { randomUUID } from 'node:crypto';
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Context, Next } from 'koa';
 import type { Counter, Histogram } from 'prom-client';
 import { parseId } from '../domain';
-import { startOrderWorkflow } from '../temporal';
 import { refuseToken, type Authentication, type BuyerAuthenticator } from './auth';
 import type { AppDeps } from './app';
 import { reply, type ErrorCode } from './errors';
+import type { OrderWorkflows } from './orderWorkflows';
 
 /** @returns whether a workflow with this id exists; false when it does not or Temporal cannot tell */
-async function workflowExists(temporal: Client, workflowId: string): Promise<boolean> {
+async function workflowExists(workflows: OrderWorkflows, workflowId: string): Promise<boolean> {
   try {
-    await temporal.workflow.getHandle(workflowId).describe();
-    return true;
+    return (await workflows.describe(workflowId)) !== undefined;
   } catch {
     return false;
   }
@@ -59,7 +57,7 @@ interface Attempt {
  * @param replyToError answers what the route throws (the app's JSON error replies) and returns the code it answered
  */
 export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, replyToError: (ctx: Context, err: unknown) => ErrorCode) {
-  const { catalog, store, soldOut, temporal, metrics, log, config } = deps;
+  const { catalog, store, soldOut, workflows, metrics, log, config } = deps;
 
   const debug = log.isLevelEnabled('debug');
   // Label children bound once per outcome code: the hot sold-out path skips prom-client's label lookups.
@@ -135,7 +133,8 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     if (outcome.stockLeft === 0) soldOut.flag(item.saleId, itemId);
 
     try {
-      await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, {
+      // 'already-started' too means the order has its workflow (the reconciler adopted a slow start first, I4).
+      await workflows.start({
         orderId,
         saleId: item.saleId,
         itemId,
@@ -147,7 +146,7 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     } catch (err) {
       // The start may have reached the server even though we saw an error (a timeout, or the reconciler
       // adopting a slow start): then the order has its workflow and is accepted (I4).
-      if (err instanceof WorkflowExecutionAlreadyStartedError || (await workflowExists(temporal, orderId))) {
+      if (await workflowExists(workflows, orderId)) {
         return answer(attempt, 'PENDING', { orderId });
       }
       // No workflow, no promise: give the unit back before saying 503. If this release fails too, the

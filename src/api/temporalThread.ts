@@ -1,0 +1,89 @@
+/**
+ * Worker-thread side of OrderWorkflows (see orderWorkflows.ts): connects @temporalio/client, answers the
+ * operations the API needs, and maps Temporal's errors to outcomes the request thread can act on. Errors it
+ * cannot map (Temporal unreachable, an update timing out) go back as { name, message, code }.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { ApplicationFailure, type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import type { Config } from '../config';
+import type { OrderInput, OrderStatus, Payment } from '../domain';
+import { connectTemporal, startOrderWorkflow } from '../temporal';
+import { ItemIdKey, OrderStatusKey, payUpdate, SaleIdKey, UserIdKey } from '../workflows/definitions';
+import type { Operations, ThreadReply, ThreadRequest } from './orderWorkflows';
+
+function serialize(err: unknown): { name: string; message: string; code?: unknown } {
+  const e = err as { name?: unknown; message?: unknown; code?: unknown };
+  return { name: String(e?.name ?? 'Error'), message: String(e?.message ?? err), code: e?.code };
+}
+
+function operations(client: Client, config: Config): Operations {
+  return {
+    async start(order: OrderInput) {
+      try {
+        await startOrderWorkflow(client, config.TEMPORAL_TASK_QUEUE, order);
+        return 'started';
+      } catch (err) {
+        if (err instanceof WorkflowExecutionAlreadyStartedError) return 'already-started';
+        throw err;
+      }
+    },
+    async describe(orderId: string) {
+      try {
+        const attrs = (await client.workflow.getHandle(orderId).describe()).typedSearchAttributes;
+        return {
+          userId: attrs.get(UserIdKey) as string,
+          saleId: attrs.get(SaleIdKey) as number,
+          itemId: attrs.get(ItemIdKey) as number,
+          status: attrs.get(OrderStatusKey) as OrderStatus,
+        };
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) return undefined;
+        throw err;
+      }
+    },
+    async pay(orderId: string, payment: Payment) {
+      try {
+        return await client.workflow.getHandle(orderId).executeUpdate(payUpdate, { args: [payment] });
+      } catch (err) {
+        if (err instanceof WorkflowUpdateFailedError) {
+          // Refused by the update's validator, so nothing was written to the workflow's history (I7).
+          if (err.cause instanceof ApplicationFailure && err.cause.type === 'AMOUNT_MISMATCH') return { refused: 'AMOUNT_MISMATCH' as const };
+          return { invalid: err.cause?.message ?? err.message };
+        }
+        if (err instanceof WorkflowNotFoundError) return { notFound: true as const };
+        throw err;
+      }
+    },
+    async checkNamespace() {
+      await client.connection.workflowService.describeNamespace({ namespace: client.options.namespace });
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const port = parentPort;
+  if (!port) throw new Error('temporalThread runs as a worker thread');
+  const config = workerData as Config;
+  let client: Client;
+  try {
+    client = await connectTemporal(config);
+  } catch (err) {
+    port.postMessage({ id: 0, error: serialize(err) } satisfies ThreadReply);
+    return;
+  }
+  const ops = operations(client, config);
+  port.on('message', (request: ThreadRequest) => {
+    if (request.op === 'close') {
+      void client.connection.close().finally(() => port.postMessage({ id: request.id, value: undefined } satisfies ThreadReply));
+      return;
+    }
+    const run = ops[request.op] as (...args: unknown[]) => Promise<unknown>;
+    run(...request.args).then(
+      (value) => port.postMessage({ id: request.id, value } satisfies ThreadReply),
+      (err: unknown) => port.postMessage({ id: request.id, error: serialize(err) } satisfies ThreadReply),
+    );
+  });
+  port.postMessage({ id: 0, value: 'connected' } satisfies ThreadReply);
+}
+
+void main();

@@ -1,0 +1,79 @@
+/**
+ * The API's Temporal gateway (src/api/orderWorkflows.ts) against the real dev server: its client runs in a
+ * worker thread, so these check what crosses the thread boundary (outcomes, errors the API classifies) and
+ * that the request thread itself never enables an AsyncLocalStorage (the reason for the thread).
+ */
+import { randomUUID } from 'node:crypto';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Client } from '@temporalio/client';
+import { isUnavailable } from '../../src/api/errors';
+import { startOrderWorkflows, type OrderWorkflows } from '../../src/api/orderWorkflows';
+import type { OrderInput } from '../../src/domain';
+import { connectTemporal } from '../../src/temporal';
+import { testConfig } from '../helpers';
+
+const config = testConfig({ TEMPORAL_TASK_QUEUE: `order-workflows-${randomUUID()}` });
+let workflows: OrderWorkflows;
+let temporal: Client;
+const started: string[] = [];
+
+// Jest itself runs tests in an AsyncLocalStorage, so only the Temporal client's calls count here.
+const temporalRuns: string[] = [];
+const run = AsyncLocalStorage.prototype.run;
+jest.spyOn(AsyncLocalStorage.prototype, 'run').mockImplementation(function (this: AsyncLocalStorage<unknown>, ...args: Parameters<typeof run>) {
+  const stack = new Error().stack ?? '';
+  if (stack.includes('@temporalio')) temporalRuns.push(stack);
+  return run.apply(this, args);
+});
+
+beforeAll(async () => {
+  workflows = await startOrderWorkflows(config);
+  temporal = await connectTemporal(config);
+});
+
+afterAll(async () => {
+  await workflows?.close();
+  await Promise.allSettled(started.map((id) => temporal.workflow.getHandle(id).terminate('order-workflows suite finished')));
+  await temporal?.connection.close();
+  jest.restoreAllMocks();
+});
+
+function order(): OrderInput {
+  const orderId = randomUUID();
+  started.push(orderId);
+  return { orderId, saleId: 1, itemId: 2, userId: 'buyer-ow', priceMinor: 500, paymentWindowMs: 600_000, reservedAtMs: Date.now() };
+}
+
+test('start, a second start of the same order id, and describe: outcomes cross the thread, and this thread enables no AsyncLocalStorage', async () => {
+  temporalRuns.length = 0;
+  const input = order();
+  await expect(workflows.start(input)).resolves.toBe('started');
+  await expect(workflows.start(input)).resolves.toBe('already-started');
+  await expect(workflows.describe(input.orderId)).resolves.toEqual({ userId: 'buyer-ow', saleId: 1, itemId: 2, status: 'PENDING' });
+  await expect(workflows.checkNamespace()).resolves.toBeUndefined();
+  expect(temporalRuns).toEqual([]);
+});
+
+test('an order id without a workflow: describe → undefined, pay → notFound', async () => {
+  const orderId = randomUUID();
+  await expect(workflows.describe(orderId)).resolves.toBeUndefined();
+  await expect(workflows.pay(orderId, { paymentId: 'p-1', amount: 500 })).resolves.toEqual({ notFound: true });
+});
+
+test('a namespace that does not exist: the check rejects with the gRPC status NOT_FOUND (5) and its message', async () => {
+  const broken = await startOrderWorkflows(testConfig({ TEMPORAL_NAMESPACE: `no-such-namespace-${randomUUID()}` }));
+  try {
+    await expect(broken.checkNamespace()).rejects.toMatchObject({ code: 5, message: expect.stringContaining('not found') });
+  } finally {
+    await broken.close();
+  }
+});
+
+test('once the thread has stopped, every call rejects with an error the API answers 503', async () => {
+  const stopping = await startOrderWorkflows(config);
+  await stopping.close();
+  const err = await stopping.describe(randomUUID()).catch((e: unknown) => e);
+  expect(err).toMatchObject({ name: 'ServiceError' });
+  expect(isUnavailable(err)).toBe(true);
+  await expect(stopping.start(order())).rejects.toMatchObject({ name: 'ServiceError' });
+});
