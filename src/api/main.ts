@@ -37,7 +37,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   let workflows: OrderWorkflows;
   try {
     await once(redis, 'ready');
-    workflows = await startOrderWorkflows(config);
+    workflows = await startOrderWorkflows(config, log);
   } catch (err) {
     // A failed start must not leave a Redis client reconnecting forever (and the pool open) behind it.
     redis.disconnect();

@@ -9,6 +9,7 @@
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Config } from '../config';
+import type { Logger } from '../logger';
 import type { OrderInput, OrderStatus, PayResult, Payment } from '../domain';
 
 /** An order as its workflow's search attributes tell it (before PostgreSQL has it). */
@@ -29,7 +30,10 @@ export type PayOutcome = PayResult | { refused: 'AMOUNT_MISMATCH' } | { invalid:
 export interface Operations {
   /** Starts orderWorkflow, workflow id = orderId (I4); 'already-started' when that id exists. */
   start(order: OrderInput): Promise<'started' | 'already-started'>;
-  /** @returns the order's search attributes, undefined when there is no such workflow */
+  /**
+   * @returns the order's search attributes, undefined when there is no such workflow (nor namespace)
+   * @throws when Temporal cannot tell (unreachable, thread lost)
+   */
   describe(orderId: string): Promise<WorkflowOrder | undefined>;
   /** Sends the payment service's word through the `pay` update. */
   pay(orderId: string, payment: Payment): Promise<PayOutcome>;
@@ -42,10 +46,11 @@ export interface OrderWorkflows extends Operations {
   close(): Promise<void>;
 }
 
-interface SerializedError {
+export interface SerializedError {
   name: string;
   message: string;
   code?: unknown;
+  stack?: string;
 }
 
 /** A message to the thread; id 0 is reserved for the thread's "connected" (or failed) answer. */
@@ -58,29 +63,46 @@ export interface ThreadRequest {
 export type ThreadReply = { id: number; value: unknown } | { id: number; error: SerializedError };
 
 /** An Error the API's error replies classify as Temporal's would be (isUnavailable reads name, message and code). */
-function revive({ name, message, code }: SerializedError): Error {
-  return Object.assign(new Error(message), { name, code });
+function revive({ name, message, code, stack }: SerializedError): Error {
+  return Object.assign(new Error(message), { name, code, ...(stack && { stack }) });
+}
+
+/** Named as Temporal names an unreachable server, so the API answers 503 with Retry-After. */
+function unavailable(why: string): Error {
+  return revive({ name: 'ServiceError', message: `UNAVAILABLE: ${why}` });
+}
+
+/** Wait between a lost thread and its replacement, and between failed restarts (ms). */
+const RESTART_DELAY_MS = 1000;
+
+interface ClientThread {
+  call<T>(op: ThreadRequest['op'], ...args: unknown[]): Promise<T>;
+  /** Rejects the calls in flight with `reason` and stops the thread. */
+  stop(reason: Error): Promise<void>;
 }
 
 /**
- * Starts the thread and connects it to the configured Temporal frontend.
- * @throws the connection's error (name, message, code) when Temporal is unreachable or the thread cannot start
+ * Starts one client thread and waits for it to connect.
+ * @param onLost called once if the thread dies after connecting (its calls in flight have been rejected)
+ * @throws the connection's error when Temporal is unreachable, or the thread's own when it cannot start
  */
-export async function startOrderWorkflows(config: Config): Promise<OrderWorkflows> {
+async function spawnThread(config: Config, onLost: (reason: Error) => void): Promise<ClientThread> {
   // The thread has its own module loader: tsx compiles its TypeScript, under `npm run api` and Jest alike.
   const tsx = JSON.stringify(require.resolve('tsx/cjs/api'));
   const entry = JSON.stringify(join(__dirname, 'temporalThread.ts'));
   const worker = new Worker(`require(${tsx}).register(); require(${entry});`, { eval: true, workerData: config });
   const pending = new Map<number, { resolve(value: unknown): void; reject(err: Error): void }>();
   let stopped: Error | undefined;
-  const stop = (err: Error) => {
-    stopped ??= err;
-    for (const call of pending.values()) call.reject(stopped);
+  let connected = false;
+  const stop = (reason: Error) => {
+    if (stopped) return;
+    stopped = reason;
+    for (const call of pending.values()) call.reject(reason);
     pending.clear();
+    if (connected) onLost(reason);
   };
-  // Named as Temporal names an unreachable server, so a call in flight when the thread dies answers 503.
-  worker.on('error', (err) => stop(revive({ name: 'ServiceError', message: `UNAVAILABLE: Temporal client thread failed: ${err.message}` })));
-  worker.on('exit', (code) => stop(revive({ name: 'ServiceError', message: `UNAVAILABLE: Temporal client thread exited with ${code}` })));
+  worker.on('error', (err) => stop(unavailable(`Temporal client thread failed: ${err.message}`)));
+  worker.on('exit', (code) => stop(unavailable(`Temporal client thread exited with ${code}`)));
   worker.on('message', (reply: ThreadReply) => {
     const call = pending.get(reply.id);
     pending.delete(reply.id);
@@ -88,6 +110,13 @@ export async function startOrderWorkflows(config: Config): Promise<OrderWorkflow
     else call?.resolve(reply.value);
   });
 
+  try {
+    await new Promise((resolve, reject) => pending.set(0, { resolve, reject }));
+  } catch (err) {
+    await worker.terminate();
+    throw err;
+  }
+  connected = true;
   let nextId = 1;
   const call = <T>(op: ThreadRequest['op'], ...args: unknown[]): Promise<T> => {
     if (stopped) return Promise.reject(stopped);
@@ -97,22 +126,63 @@ export async function startOrderWorkflows(config: Config): Promise<OrderWorkflow
       worker.postMessage({ id, op, args } satisfies ThreadRequest);
     });
   };
+  return {
+    call,
+    async stop(reason: Error) {
+      connected = false;
+      await call('close').catch(() => undefined);
+      stop(reason);
+      await worker.terminate();
+    },
+  };
+}
 
-  try {
-    await new Promise((resolve, reject) => pending.set(0, { resolve, reject }));
-  } catch (err) {
-    await worker.terminate();
-    throw err;
+/**
+ * Starts the client thread and connects it to the configured Temporal frontend. A thread that dies later
+ * (a bug, an uncaught error in the client) is logged and replaced after RESTART_DELAY_MS, retrying until it
+ * connects; meanwhile calls reject as unavailable (503), as while Temporal itself is down.
+ * @throws the connection's error (name, message, code) when Temporal is unreachable or the thread cannot start
+ */
+export async function startOrderWorkflows(config: Config, log: Logger): Promise<OrderWorkflows> {
+  let closed = false;
+  let restarting: NodeJS.Timeout | undefined;
+  let current: ClientThread | undefined;
+  const restart = () => {
+    restarting = setTimeout(() => {
+      restarting = undefined;
+      spawnThread(config, lost).then(
+        (thread) => {
+          current = thread;
+          log.warn('Temporal client thread restarted');
+        },
+        (err: unknown) => {
+          log.error({ err }, 'Temporal client thread could not restart; trying again');
+          if (!closed) restart();
+        },
+      );
+    }, RESTART_DELAY_MS);
+  };
+  function lost(reason: Error): void {
+    current = undefined;
+    if (closed) return;
+    log.error({ err: reason }, 'Temporal client thread lost; restarting it');
+    restart();
   }
+  current = await spawnThread(config, lost);
+
+  const call = <T>(op: ThreadRequest['op'], ...args: unknown[]): Promise<T> =>
+    current ? current.call<T>(op, ...args) : Promise.reject(unavailable(closed ? 'Temporal client closed' : 'Temporal client thread restarting'));
   return {
     start: (order) => call('start', order),
     describe: (orderId) => call('describe', orderId),
     pay: (orderId, payment) => call('pay', orderId, payment),
     checkNamespace: () => call('checkNamespace'),
     async close() {
-      await call('close').catch(() => undefined);
-      stop(revive({ name: 'ServiceError', message: 'UNAVAILABLE: Temporal client closed' }));
-      await worker.terminate();
+      closed = true;
+      clearTimeout(restarting);
+      const thread = current;
+      current = undefined;
+      await thread?.stop(unavailable('Temporal client closed'));
     },
   };
 }

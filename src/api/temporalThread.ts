@@ -4,16 +4,31 @@
  * cannot map (Temporal unreachable, an update timing out) go back as { name, message, code }.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { ApplicationFailure, type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import {
+  ApplicationFailure,
+  type Client,
+  NamespaceNotFoundError,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+} from '@temporalio/client';
 import type { Config } from '../config';
 import type { OrderInput, OrderStatus, Payment } from '../domain';
 import { connectTemporal, startOrderWorkflow } from '../temporal';
 import { ItemIdKey, OrderStatusKey, payUpdate, SaleIdKey, UserIdKey } from '../workflows/definitions';
-import type { Operations, ThreadReply, ThreadRequest } from './orderWorkflows';
+import type { Operations, SerializedError, ThreadReply, ThreadRequest } from './orderWorkflows';
 
-function serialize(err: unknown): { name: string; message: string; code?: unknown } {
-  const e = err as { name?: unknown; message?: unknown; code?: unknown };
-  return { name: String(e?.name ?? 'Error'), message: String(e?.message ?? err), code: e?.code };
+/**
+ * Temporal wraps the gRPC failure in `cause` ("Failed to describe workflow" ← "14 UNAVAILABLE: …"); its
+ * message is appended so that the request thread's isUnavailable sees the status (→ 503) and logs keep it.
+ * A missing namespace is a deployment fault, answered like an unreachable server.
+ */
+function serialize(err: unknown): SerializedError {
+  const e = err as { name?: unknown; message?: unknown; code?: unknown; stack?: unknown; cause?: { message?: unknown; code?: unknown } };
+  const cause = typeof e?.cause?.message === 'string' ? `: ${e.cause.message}` : '';
+  const stack = typeof e?.stack === 'string' ? e.stack : undefined;
+  if (err instanceof NamespaceNotFoundError) return { name: 'ServiceError', message: `UNAVAILABLE: ${err.message}`, stack };
+  return { name: String(e?.name ?? 'Error'), message: `${String(e?.message ?? err)}${cause}`, code: e?.code ?? e?.cause?.code, stack };
 }
 
 function operations(client: Client, config: Config): Operations {
@@ -37,7 +52,8 @@ function operations(client: Client, config: Config): Operations {
           status: attrs.get(OrderStatusKey) as OrderStatus,
         };
       } catch (err) {
-        if (err instanceof WorkflowNotFoundError) return undefined;
+        // No workflow can exist in a namespace that does not.
+        if (err instanceof WorkflowNotFoundError || err instanceof NamespaceNotFoundError) return undefined;
         throw err;
       }
     },

@@ -9,10 +9,14 @@ import type { Client } from '@temporalio/client';
 import { isUnavailable } from '../../src/api/errors';
 import { startOrderWorkflows, type OrderWorkflows } from '../../src/api/orderWorkflows';
 import type { OrderInput } from '../../src/domain';
+import { createLogger } from '../../src/logger';
 import { connectTemporal } from '../../src/temporal';
-import { testConfig } from '../helpers';
+import { testConfig, until } from '../helpers';
 
 const config = testConfig({ TEMPORAL_TASK_QUEUE: `order-workflows-${randomUUID()}` });
+const log = createLogger('silent', 'order-workflows-test');
+// The module object itself (an ES namespace import cannot be spied on): the gateway constructs its Worker through it.
+const workerThreads = jest.requireActual<typeof import('node:worker_threads')>('node:worker_threads');
 let workflows: OrderWorkflows;
 let temporal: Client;
 const started: string[] = [];
@@ -27,7 +31,7 @@ jest.spyOn(AsyncLocalStorage.prototype, 'run').mockImplementation(function (this
 });
 
 beforeAll(async () => {
-  workflows = await startOrderWorkflows(config);
+  workflows = await startOrderWorkflows(config, log);
   temporal = await connectTemporal(config);
 });
 
@@ -54,14 +58,22 @@ test('start, a second start of the same order id, and describe: outcomes cross t
   expect(temporalRuns).toEqual([]);
 });
 
-test('an order id without a workflow: describe → undefined, pay → notFound', async () => {
+test('an order id without a workflow: describe → undefined, pay → notFound; an unknown namespace: describe → undefined, pay → unavailable', async () => {
   const orderId = randomUUID();
   await expect(workflows.describe(orderId)).resolves.toBeUndefined();
   await expect(workflows.pay(orderId, { paymentId: 'p-1', amount: 500 })).resolves.toEqual({ notFound: true });
+  const elsewhere = await startOrderWorkflows(testConfig({ TEMPORAL_NAMESPACE: `no-such-namespace-${randomUUID()}` }), log);
+  try {
+    await expect(elsewhere.describe(orderId)).resolves.toBeUndefined();
+    const err = await elsewhere.pay(orderId, { paymentId: 'p-1', amount: 500 }).catch((e: unknown) => e);
+    expect(isUnavailable(err)).toBe(true);
+  } finally {
+    await elsewhere.close();
+  }
 });
 
 test('a namespace that does not exist: the check rejects with the gRPC status NOT_FOUND (5) and its message', async () => {
-  const broken = await startOrderWorkflows(testConfig({ TEMPORAL_NAMESPACE: `no-such-namespace-${randomUUID()}` }));
+  const broken = await startOrderWorkflows(testConfig({ TEMPORAL_NAMESPACE: `no-such-namespace-${randomUUID()}` }), log);
   try {
     await expect(broken.checkNamespace()).rejects.toMatchObject({ code: 5, message: expect.stringContaining('not found') });
   } finally {
@@ -70,10 +82,39 @@ test('a namespace that does not exist: the check rejects with the gRPC status NO
 });
 
 test('once the thread has stopped, every call rejects with an error the API answers 503', async () => {
-  const stopping = await startOrderWorkflows(config);
+  const stopping = await startOrderWorkflows(config, log);
   await stopping.close();
   const err = await stopping.describe(randomUUID()).catch((e: unknown) => e);
   expect(err).toMatchObject({ name: 'ServiceError' });
   expect(isUnavailable(err)).toBe(true);
   await expect(stopping.start(order())).rejects.toMatchObject({ name: 'ServiceError' });
+});
+
+test('a client thread that dies is replaced: calls reject as unavailable meanwhile, then work again', async () => {
+  const spawned: InstanceType<typeof workerThreads.Worker>[] = [];
+  const Original = workerThreads.Worker;
+  const spawn = jest.spyOn(workerThreads, 'Worker').mockImplementation((...args: ConstructorParameters<typeof Original>) => {
+    const thread = new Original(...args);
+    spawned.push(thread);
+    return thread;
+  });
+  const restarting = await startOrderWorkflows(config, log);
+  try {
+    expect(spawned).toHaveLength(1);
+    await spawned[0].terminate();
+    const err = await restarting.describe(randomUUID()).catch((e: unknown) => e);
+    expect(isUnavailable(err)).toBe(true);
+    const again = await until('the replacement thread answers', () =>
+      restarting.describe(randomUUID()).then(
+        () => true,
+        () => false,
+      ),
+    );
+    expect(again).toBe(true);
+    expect(spawned).toHaveLength(2);
+    await expect(restarting.start(order())).resolves.toBe('started');
+  } finally {
+    await restarting.close();
+    spawn.mockRestore();
+  }
 });
