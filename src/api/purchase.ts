@@ -1,7 +1,8 @@
 /**
  * POST /api/flash-sales/items/{itemId}/purchase — the front door of the stampede.
  * 202 PENDING once a unit is reserved in Redis and the order's workflow has started; 409 ALREADY_PURCHASED
- * (with the buyer's own live orderId); 410 SOLD_OUT; 400/403/404/503 otherwise, each changing nothing (I7).
+ * (with the buyer's own live orderId); 410 SOLD_OUT; 400/403/404/503 otherwise, each changing nothing (I7),
+ * but for a 503 after a workflow start that Temporal cannot account for: that reservation is the reconciler's.
  * Cheap path: token (remembered) → id parse → sold-out flag (memory), all synchronous, before the catalog,
  * the sale window and any Redis call.
  */
@@ -14,13 +15,12 @@ import type { AppDeps } from './app';
 import { reply, type ErrorCode } from './errors';
 import type { OrderWorkflows } from './orderWorkflows';
 
-/** @returns whether a workflow with this id exists; false when it does not or Temporal cannot tell */
-async function workflowExists(workflows: OrderWorkflows, workflowId: string): Promise<boolean> {
-  try {
-    return (await workflows.describe(workflowId)) !== undefined;
-  } catch {
-    return false;
-  }
+/** @returns whether a workflow with this id exists; undefined when Temporal cannot tell */
+function workflowExists(workflows: OrderWorkflows, workflowId: string): Promise<boolean | undefined> {
+  return workflows.describe(workflowId).then(
+    (order) => order !== undefined,
+    () => undefined,
+  );
 }
 
 // As @koa/router matched it: letter case ignored, one trailing slash allowed.
@@ -146,8 +146,13 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     } catch (err) {
       // The start may have reached the server even though we saw an error (a timeout, or the reconciler
       // adopting a slow start): then the order has its workflow and is accepted (I4).
-      if (await workflowExists(workflows, orderId)) {
-        return answer(attempt, 'PENDING', { orderId });
+      const exists = await workflowExists(workflows, orderId);
+      if (exists) return answer(attempt, 'PENDING', { orderId });
+      if (exists === undefined) {
+        // Releasing now could hand back the unit of a workflow that did start (I1). The reservation stays;
+        // the reconciler finds its workflow or starts one (I4), and the buyer's retry gets 409 with this order.
+        log.warn({ err, orderId, itemId, userId: buyerId }, 'workflow start failed and Temporal cannot tell whether it began; reservation left to the reconciler');
+        return answer(attempt, 'SERVICE_UNAVAILABLE');
       }
       // No workflow, no promise: give the unit back before saying 503. If this release fails too, the
       // reconciler finds the reservation without a workflow and adopts it.

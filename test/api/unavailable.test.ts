@@ -1,6 +1,7 @@
 /**
  * Dependencies that fail (I4, I7): a workflow that cannot start turns into 503 SERVICE_UNAVAILABLE with
- * Retry-After and gives the unit back; an API that cannot reach Redis at start fails instead of hanging; and a
+ * Retry-After and gives the unit back, unless Temporal cannot tell whether the start reached it (then the
+ * reservation is left to the reconciler); an API that cannot reach Redis at start fails instead of hanging; and a
  * private Redis (a redis-server this suite starts and kills, never the shared one) that dies mid-sale turns
  * purchases into 503 and /readyz into 503, then comes back empty and is rebuilt from PostgreSQL.
  * Every HTTP response is checked against openapi.yaml.
@@ -77,6 +78,46 @@ test('the workflow cannot start (unknown Temporal namespace) → 503 with Retry-
   accepted.push(retry.body.orderId as string);
   expect(await clients.redis.hgetall(keys.buyers)).toEqual({ [buyer]: retry.body.orderId });
   expect((await clients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(2);
+});
+
+test('the Temporal client thread is lost mid-sale → 503, the reservation stays for the reconciler (the start may have reached Temporal), the retry → 409 naming that order; the thread comes back', async () => {
+  // The gateway builds its thread through this module object; an ES namespace import could not be spied on.
+  const workerThreads = jest.requireActual<typeof import('node:worker_threads')>('node:worker_threads');
+  const Original = workerThreads.Worker;
+  const threads: InstanceType<typeof Original>[] = [];
+  const spawn = jest.spyOn(workerThreads, 'Worker').mockImplementation((...args: ConstructorParameters<typeof Original>) => {
+    const thread = new Original(...args);
+    threads.push(thread);
+    return thread;
+  });
+  try {
+    const api = await started(startApi(config));
+    const call = http(api.url);
+    const sale = await createTestSale(clients, { quantities: [3] });
+    const itemId = sale.items[0].itemId;
+    const keys = saleKeys(sale.saleId);
+    const buyer = `thread-lost-${run}`;
+    const token = await buyerToken(config, buyer);
+
+    await threads[0].terminate();
+    const reply = await call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token });
+    expect(reply.status).toBe(503);
+    expect(reply.headers.get('retry-after')).toBe('1');
+    const orderId = await clients.redis.hget(keys.buyers, buyer);
+    expect(orderId).toEqual(expect.any(String));
+    expect((await clients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(2);
+    const retry = await call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token });
+    expect(retry.status).toBe(409);
+    expect(retry.body).toEqual({ error: 'ALREADY_PURCHASED', orderId });
+
+    await eventually(async () => expect((await call('GET', '/readyz')).status).toBe(200), 15_000);
+    expect(threads).toHaveLength(2);
+    const other = await call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token: await buyerToken(config, `thread-back-${run}`) });
+    expect(other.status).toBe(202);
+    accepted.push(other.body.orderId as string);
+  } finally {
+    spawn.mockRestore();
+  }
 });
 
 test('Redis unreachable at start (closed port) → startApi rejects with ECONNREFUSED and leaves no client reconnecting', async () => {
