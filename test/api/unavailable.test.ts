@@ -1,7 +1,7 @@
 /**
  * Dependencies that fail (I4, I7): a workflow that cannot start turns into 503 SERVICE_UNAVAILABLE with
  * Retry-After and gives the unit back, unless Temporal cannot tell whether the start reached it (then the
- * reservation is left to the reconciler); an API that cannot reach Redis at start fails instead of hanging; and a
+ * reservation is left to the reconciler); Temporal cut off mid-run turns order reads and payments into 503; an API that cannot reach Redis at start fails instead of hanging; and a
  * private Redis (a redis-server this suite starts and kills, never the shared one) that dies mid-sale turns
  * purchases into 503 and /readyz into 503, then comes back empty and is rebuilt from PostgreSQL.
  * Every HTTP response is checked against openapi.yaml.
@@ -9,7 +9,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import pino from 'pino';
@@ -164,6 +164,36 @@ describe('PostgreSQL reachable but failing (a listener that drops or stalls conn
     expect(await clients.redis.hlen(saleKeys(sale.saleId).reservations)).toBe(0);
   }, 20_000);
 });
+
+test('Temporal cut off while the API runs → GET order and payment answer 503 with Retry-After (not 500)', async () => {
+  // A TCP relay to the shared Temporal that this test cuts: no new connections, open ones destroyed.
+  const relayed: Socket[] = [];
+  const relay = createServer((inbound) => {
+    const outbound = connect(config.TEMPORAL_PORT, config.TEMPORAL_HOST);
+    relayed.push(inbound, outbound);
+    inbound.pipe(outbound).pipe(inbound);
+    inbound.on('error', () => outbound.destroy());
+    outbound.on('error', () => inbound.destroy());
+  }).listen(0, '127.0.0.1');
+  await once(relay, 'listening');
+  const cut = async () => {
+    const closed = new Promise((r) => relay.close(r));
+    relayed.forEach((socket) => socket.destroy());
+    await closed;
+  };
+  toClose.push(() => cut().catch(() => undefined));
+  const api = await started(startApi(testConfig({ TEMPORAL_PORT: String((relay.address() as AddressInfo).port) })));
+  await cut();
+
+  // A well-formed order id PostgreSQL does not know, so both routes must ask Temporal.
+  const orderId = randomUUID();
+  const [read, pay] = await Promise.all([
+    http(api.url)('GET', `/api/flash-sales/orders/${orderId}`, { token: await buyerToken(config, `cut-${run}`) }),
+    http(api.url)('POST', `/api/flash-sales/orders/${orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-${run}`, amount: 100 } }),
+  ]);
+  expect([read.status, read.body.error, read.headers.get('retry-after')]).toEqual([503, 'SERVICE_UNAVAILABLE', '1']);
+  expect([pay.status, pay.body.error, pay.headers.get('retry-after')]).toEqual([503, 'SERVICE_UNAVAILABLE', '1']);
+}, 60_000);
 
 describe('a private Redis dies mid-sale and comes back empty', () => {
   let port: number;
