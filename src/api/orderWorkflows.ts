@@ -152,6 +152,7 @@ export async function startOrderWorkflows(config: Config, log: Logger): Promise<
       restarting = undefined;
       spawnThread(config, lost).then(
         (thread) => {
+          if (closed) return void thread.stop(unavailable('Temporal client closed'));
           current = thread;
           log.warn('Temporal client thread restarted');
         },

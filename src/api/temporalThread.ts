@@ -1,7 +1,7 @@
 /**
  * Worker-thread side of OrderWorkflows (see orderWorkflows.ts): connects @temporalio/client, answers the
  * operations the API needs, and maps Temporal's errors to outcomes the request thread can act on. Errors it
- * cannot map (Temporal unreachable, an update timing out) go back as { name, message, code }.
+ * cannot map (Temporal unreachable, an update timing out) go back as { name, message, code, stack }.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import {
