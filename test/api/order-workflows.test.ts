@@ -11,12 +11,10 @@ import { startOrderWorkflows, type OrderWorkflows } from '../../src/api/orderWor
 import type { OrderInput } from '../../src/domain';
 import { createLogger } from '../../src/logger';
 import { connectTemporal } from '../../src/temporal';
-import { testConfig, until } from '../helpers';
+import { recordWorkerThreads, testConfig, until } from '../helpers';
 
 const config = testConfig({ TEMPORAL_TASK_QUEUE: `order-workflows-${randomUUID()}` });
 const log = createLogger('silent', 'order-workflows-test');
-// The module object itself (an ES namespace import cannot be spied on): the gateway constructs its Worker through it.
-const workerThreads = jest.requireActual<typeof import('node:worker_threads')>('node:worker_threads');
 let workflows: OrderWorkflows;
 let temporal: Client;
 const started: string[] = [];
@@ -91,13 +89,7 @@ test('once the thread has stopped, every call rejects with an error the API answ
 });
 
 test('a client thread that dies is replaced: calls reject as unavailable meanwhile, then work again', async () => {
-  const spawned: InstanceType<typeof workerThreads.Worker>[] = [];
-  const Original = workerThreads.Worker;
-  const spawn = jest.spyOn(workerThreads, 'Worker').mockImplementation((...args: ConstructorParameters<typeof Original>) => {
-    const thread = new Original(...args);
-    spawned.push(thread);
-    return thread;
-  });
+  const { threads: spawned, restore } = recordWorkerThreads();
   const restarting = await startOrderWorkflows(config, log);
   try {
     expect(spawned).toHaveLength(1);
@@ -115,6 +107,6 @@ test('a client thread that dies is replaced: calls reject as unavailable meanwhi
     await expect(restarting.start(order())).resolves.toBe('started');
   } finally {
     await restarting.close();
-    spawn.mockRestore();
+    restore();
   }
 });

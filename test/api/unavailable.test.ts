@@ -17,7 +17,7 @@ import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservations';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
+import { buyerToken, connectClients, eventually, createTestSale, recordWorkerThreads, testConfig, type Clients } from '../helpers';
 import { http } from '../openapi';
 
 const run = randomUUID().slice(0, 8);
@@ -81,15 +81,7 @@ test('the workflow cannot start (unknown Temporal namespace) → 503 with Retry-
 });
 
 test('the Temporal client thread is lost mid-sale → 503, the reservation stays for the reconciler (the start may have reached Temporal), the retry → 409 naming that order; the thread comes back', async () => {
-  // The gateway builds its thread through this module object; an ES namespace import could not be spied on.
-  const workerThreads = jest.requireActual<typeof import('node:worker_threads')>('node:worker_threads');
-  const Original = workerThreads.Worker;
-  const threads: InstanceType<typeof Original>[] = [];
-  const spawn = jest.spyOn(workerThreads, 'Worker').mockImplementation((...args: ConstructorParameters<typeof Original>) => {
-    const thread = new Original(...args);
-    threads.push(thread);
-    return thread;
-  });
+  const { threads, restore } = recordWorkerThreads();
   try {
     const api = await started(startApi(config));
     const call = http(api.url);
@@ -116,7 +108,7 @@ test('the Temporal client thread is lost mid-sale → 503, the reservation stays
     expect(other.status).toBe(202);
     accepted.push(other.body.orderId as string);
   } finally {
-    spawn.mockRestore();
+    restore();
   }
 });
 
