@@ -107,28 +107,18 @@ export function buyerAuthenticator(config: Config): BuyerAuthenticator {
   return rememberingAuthenticator(createBuyerVerifier(config), config.JWT_CACHE_SIZE);
 }
 
-/**
- * Answers a refused authentication: 401 with its code and the RFC 6750 WWW-Authenticate challenge.
- * @returns the buyer id when admitted, undefined when ctx has been answered
- */
-export function admitBuyer(ctx: Context, auth: Authentication): string | undefined {
-  if ('buyerId' in auth) return auth.buyerId;
-  refuseToken(ctx, auth.error);
-  return undefined;
-}
-
 /** Answers 401 with code and the RFC 6750 WWW-Authenticate challenge. */
-export function refuseToken(ctx: Context, code: 'TOKEN_MISSING' | 'TOKEN_INVALID' | 'TOKEN_EXPIRED'): void {
+export function refuseToken(ctx: Context, code: Extract<Authentication, { error: unknown }>['error']): void {
   ctx.set('WWW-Authenticate', code === 'TOKEN_MISSING' ? 'Bearer' : 'Bearer error="invalid_token"');
   reply(ctx, code);
 }
 
-/** Middleware that admits a buyer (ctx.state.buyerId) or answers 401 through admitBuyer. */
+/** Middleware that admits a buyer (ctx.state.buyerId) or answers 401 through refuseToken. */
 export function buyerAuth(authenticate: BuyerAuthenticator) {
   return async function authenticateBuyer(ctx: Context, next: Next): Promise<void> {
-    const buyerId = admitBuyer(ctx, await authenticate(ctx.get('Authorization')));
-    if (buyerId === undefined) return;
-    (ctx.state as BuyerState).buyerId = buyerId;
+    const auth = await authenticate(ctx.get('Authorization'));
+    if ('error' in auth) return refuseToken(ctx, auth.error);
+    (ctx.state as BuyerState).buyerId = auth.buyerId;
     await next();
   };
 }
