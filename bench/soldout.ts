@@ -14,7 +14,8 @@
  * reports/bench.jsonl. Asserts nothing.
  *
  * Options (environment): BENCH_DURATION_S (5), BENCH_ROUNDS (5), BENCH_CONNECTIONS (100), BENCH_WARMUP_S (2),
- * BENCH_MODES (repeat-token,fresh-tokens), BENCH_PIN (1; 0 leaves scheduling to the OS).
+ * BENCH_MODES (repeat-token,fresh-tokens), BENCH_PIN (1; 0 leaves scheduling to the OS); the API's own
+ * variables apply too, e.g. SOLD_OUT_VERIFIES_TOKEN=true to check every token's signature before the 410.
  */
 import { execFileSync, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -285,7 +286,7 @@ async function main(): Promise<void> {
     timeouts: r.timeouts,
   }));
   console.log(
-    `\nsold-out path, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION_S} s per target and mode, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}, ${pinned ? 'servers pinned to CPU 0, load generator to CPU 1' : 'not pinned'}`,
+    `\nsold-out path, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION_S} s per target and mode, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}, ${pinned ? 'servers pinned to CPU 0, load generator to CPU 1' : 'not pinned'}, SOLD_OUT_VERIFIES_TOKEN=${config.SOLD_OUT_VERIFIES_TOKEN}`,
   );
   console.table(rows);
   const cpuPerRequest = (target: Target, mode: Mode) =>
@@ -314,6 +315,7 @@ async function main(): Promise<void> {
     rounds: ROUNDS,
     results,
     pinned,
+    soldOutVerifiesToken: config.SOLD_OUT_VERIFIES_TOKEN,
     roundRatios: byMode((mode) => roundRatios(mode)),
     ratio: byMode((mode) => median(roundRatios(mode))),
     calibration: byMode((mode) => median(roundRatios(mode, 'bare-koa-2'))),

@@ -58,6 +58,12 @@ const schema = z
     PAYMENT_SERVICE_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_PAYMENT_TOKEN),
 
     SOLD_OUT_CACHE: flag(true),
+    /**
+     * false (default): a purchase of an item flagged sold out is answered 410 once its bearer token is present
+     * and JWT-shaped, before its signature and claims are checked: that answer is the same for every buyer, and
+     * the check would cost more than the whole answer. true: every purchase is verified first (401 before 410).
+     */
+    SOLD_OUT_VERIFIES_TOKEN: flag(false),
     SOLD_OUT_RECHECK_MS: positiveMs(1000),
     CATALOG_REFRESH_MS: positiveMs(5000),
     DEFAULT_PAYMENT_WINDOW_MS: positiveMs(600_000),

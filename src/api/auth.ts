@@ -32,6 +32,16 @@ export type BuyerAuthenticator = (authorization: string | undefined) => Authenti
 export const VERIFIED_TOKEN_TTL_MS = 600_000;
 
 const BEARER = /^Bearer ([A-Za-z0-9._~+/=-]+)$/i;
+// JWS compact serialization (RFC 7515 §7.1): three base64url parts, the last empty for alg "none".
+const BEARER_JWT = /^Bearer [A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/i;
+
+/**
+ * Whether an Authorization header value carries a bearer token shaped like a JWT. Says nothing of its
+ * signature or claims: only for answers that are the same for every buyer (a sold-out item's 410).
+ */
+export function hasBearerJwt(authorization: string | undefined): boolean {
+  return authorization !== undefined && BEARER_JWT.test(authorization);
+}
 
 function bearer(authorization: string | undefined): string | undefined {
   // RFC 7235: the scheme name is case-insensitive.

@@ -2,10 +2,10 @@
  * Unit tests of the buyer authenticator's memory of verified tokens (pure logic: the verifier is fast-jwt with
  * real HS256 tokens, the clock is ours). A remembered token must answer without a second signature check, but
  * never past its `exp` or VERIFIED_TOKEN_TTL_MS, never for another token, and a refused token is never
- * remembered.
+ * remembered. Also hasBearerJwt, the shape check that lets a sold-out item answer before verification.
  */
 import { createSigner, createVerifier, TokenError } from 'fast-jwt';
-import { rememberingAuthenticator, VERIFIED_TOKEN_TTL_MS, type Authentication } from '../../src/api/auth';
+import { hasBearerJwt, rememberingAuthenticator, VERIFIED_TOKEN_TTL_MS, type Authentication } from '../../src/api/auth';
 
 const KEY = 'k'.repeat(40);
 const T0 = Date.UTC(2030, 0, 1);
@@ -126,4 +126,14 @@ test('an asynchronous verifier (JWKS keys) answers through a promise, a rejectio
     () => clock.now,
   );
   expect(await expired(bearer(dave))).toEqual({ error: 'TOKEN_EXPIRED' });
+});
+
+test('hasBearerJwt: a bearer token of three base64url parts (the last may be empty), nothing else', () => {
+  const alice = token('alice', T0 + 3_600_000);
+  expect(hasBearerJwt(bearer(alice))).toBe(true);
+  expect(hasBearerJwt(`bearer ${alice}`)).toBe(true);
+  expect(hasBearerJwt(bearer('eyJhbGciOiJub25lIn0.eyJzdWIiOiJtYWxsb3J5In0.'))).toBe(true);
+  for (const header of [undefined, '', 'Bearer', 'Bearer ', `Basic ${alice}`, bearer('garbage'), bearer('a.b'), bearer('a.b.c.d'), bearer('a+b.c.d'), `${bearer(alice)} `, `Bearer  ${alice}`]) {
+    expect(hasBearerJwt(header)).toBe(false);
+  }
 });

@@ -44,7 +44,7 @@ test('/metrics counts each purchase answer under its code', async () => {
     await purchase('e', 'x1'), // 400 INVALID_ITEM_ID
     await purchase('f', 2147483647), // 404 ITEM_NOT_FOUND
     await call('POST', `/api/flash-sales/items/${itemId}/purchase`), // 401 TOKEN_MISSING
-    await call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token: 'not.a.token' }), // 401 TOKEN_INVALID
+    await call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token: 'not-a-token' }), // 401 TOKEN_INVALID
   ];
   expect(answers.map((a) => a.status)).toEqual([202, 409, 202, 410, 410, 400, 404, 401, 401]);
   accepted.push(...answers.filter((a) => a.status === 202).map((a) => a.body.orderId as string));

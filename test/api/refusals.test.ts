@@ -2,15 +2,18 @@
  * Refused purchases change nothing (I6, I7): every bad token is a 401 with its JSON code, every bad item id a
  * 400, an unknown item a 404, a sale outside its window a 403 — and the sale's Redis keys (stock, buyers,
  * reservations) and PostgreSQL rows (orders, items.sold) are exactly as before. The buyer is the token's
- * `sub`, whatever the body or headers claim. Every response is checked against openapi.yaml.
+ * `sub`, whatever the body or headers claim. On an item flagged sold out, a JWT-shaped token is answered 410
+ * before verification (the same answer for every buyer), unless SOLD_OUT_VERIFIES_TOKEN=true. Every response
+ * is checked against openapi.yaml.
  */
 import { randomUUID } from 'node:crypto';
 import { connect } from 'node:net';
 import { generateKeyPair, SignJWT } from 'jose';
+import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservations';
 import type { Sale } from '../../src/sales';
 import { buyerToken, eventually, createTestSale, testConfig, type Clients } from '../helpers';
-import type { CallOptions, Http } from '../openapi';
+import { http, type CallOptions, type Http } from '../openapi';
 import { useAppHarness } from './harness';
 
 const config = testConfig();
@@ -48,88 +51,131 @@ async function snapshot(of: Sale) {
   };
 }
 
-
 const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 const nowS = () => Math.floor(Date.now() / 1000);
 const hs256 = () => new SignJWT({}).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setIssuedAt();
 
+const purchasePath = (item: number) => `/api/flash-sales/items/${item}/purchase`;
+const bearer = (token: string): CallOptions => ({ headers: { authorization: `Bearer ${token}` } });
+
+/**
+ * Bad tokens: name, the request (path defaults to the purchase of the item given), the 401 code, and whether
+ * the header carries a JWT-shaped bearer token, which on an item flagged sold out is answered 410 before its
+ * signature and claims are checked (SOLD_OUT_VERIFIES_TOKEN=false, the default).
+ */
+const badTokens: [string, (item: number) => Promise<{ path?: string; options: CallOptions }>, string, boolean][] = [
+  ['no Authorization header', async () => ({ options: {} }), 'TOKEN_MISSING', false],
+  ['"Bearer" and nothing else', async () => ({ options: { headers: { authorization: 'Bearer' } } }), 'TOKEN_MISSING', false],
+  ['another scheme (Basic)', async () => ({ options: { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } } }), 'TOKEN_MISSING', false],
+  ['Bearer with garbage', async () => ({ options: bearer('garbage') }), 'TOKEN_INVALID', false],
+  ['Bearer with characters outside the token alphabet', async () => ({ options: bearer('not a token!') }), 'TOKEN_MISSING', false],
+  [
+    'signed with the wrong secret',
+    async () => ({ options: bearer(await hs256().setSubject('mallory').setExpirationTime('1h').sign(new TextEncoder().encode('x'.repeat(64)))) }),
+    'TOKEN_INVALID',
+    true,
+  ],
+  [
+    'alg: none (unsigned)',
+    async () => ({ options: bearer(`${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ sub: 'mallory', exp: nowS() + 3600 })}.`) }),
+    'TOKEN_INVALID',
+    true,
+  ],
+  [
+    'HS512 with the right secret',
+    async () => ({
+      options: bearer(await new SignJWT({}).setProtectedHeader({ alg: 'HS512' }).setSubject('mallory').setExpirationTime('1h').sign(secret)),
+    }),
+    'TOKEN_INVALID',
+    true,
+  ],
+  [
+    'RS256 (another algorithm family)',
+    async () => {
+      const { privateKey } = await generateKeyPair('RS256');
+      return { options: bearer(await new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject('mallory').setExpirationTime('1h').sign(privateKey)) };
+    },
+    'TOKEN_INVALID',
+    true,
+  ],
+  ['expired', async () => ({ options: bearer(await buyerToken(config, 'late', nowS() - 60)) }), 'TOKEN_EXPIRED', true],
+  [
+    'nbf in the future',
+    async () => ({ options: bearer(await hs256().setSubject('early').setNotBefore('1h').setExpirationTime('2h').sign(secret)) }),
+    'TOKEN_INVALID',
+    true,
+  ],
+  ['no exp', async () => ({ options: bearer(await hs256().setSubject('forever').sign(secret)) }), 'TOKEN_INVALID', true],
+  ['sub missing', async () => ({ options: bearer(await hs256().setExpirationTime('1h').sign(secret)) }), 'TOKEN_INVALID', true],
+  ['sub empty', async () => ({ options: bearer(await hs256().setSubject('').setExpirationTime('1h').sign(secret)) }), 'TOKEN_INVALID', true],
+  ['sub containing "|"', async () => ({ options: bearer(await buyerToken(config, 'alice|bob')) }), 'TOKEN_INVALID', true],
+  ['sub of 300 characters', async () => ({ options: bearer(await buyerToken(config, 'a'.repeat(300))) }), 'TOKEN_INVALID', true],
+  [
+    'sub that is a number',
+    async () => ({ options: bearer(await new SignJWT({ sub: 42 } as never).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('1h').sign(secret)) }),
+    'TOKEN_INVALID',
+    true,
+  ],
+  [
+    'a valid token in the query string',
+    async (item) => {
+      const token = await buyerToken(config, `query-${run}`);
+      return { path: `${purchasePath(item)}?access_token=${token}&token=${token}`, options: {} };
+    },
+    'TOKEN_MISSING',
+    false,
+  ],
+  [
+    'a valid token in the body',
+    async () => {
+      const token = await buyerToken(config, `body-${run}`);
+      return { options: { json: { access_token: token, token, authorization: `Bearer ${token}` } } };
+    },
+    'TOKEN_MISSING',
+    false,
+  ],
+];
+
 describe('every bad token → 401 with its code, nothing changed', () => {
-  const purchase = () => `/api/flash-sales/items/${itemId}/purchase`;
-  const bearer = (token: string): CallOptions => ({ headers: { authorization: `Bearer ${token}` } });
-
-  const cases: [string, () => Promise<{ path?: string; options: CallOptions }>, string][] = [
-    ['no Authorization header', async () => ({ options: {} }), 'TOKEN_MISSING'],
-    ['"Bearer" and nothing else', async () => ({ options: { headers: { authorization: 'Bearer' } } }), 'TOKEN_MISSING'],
-    ['another scheme (Basic)', async () => ({ options: { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } } }), 'TOKEN_MISSING'],
-    ['Bearer with garbage', async () => ({ options: bearer('garbage') }), 'TOKEN_INVALID'],
-    ['Bearer with characters outside the token alphabet', async () => ({ options: bearer('not a token!') }), 'TOKEN_MISSING'],
-    [
-      'signed with the wrong secret',
-      async () => ({ options: bearer(await hs256().setSubject('mallory').setExpirationTime('1h').sign(new TextEncoder().encode('x'.repeat(64)))) }),
-      'TOKEN_INVALID',
-    ],
-    [
-      'alg: none (unsigned)',
-      async () => ({ options: bearer(`${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ sub: 'mallory', exp: nowS() + 3600 })}.`) }),
-      'TOKEN_INVALID',
-    ],
-    [
-      'HS512 with the right secret',
-      async () => ({
-        options: bearer(await new SignJWT({}).setProtectedHeader({ alg: 'HS512' }).setSubject('mallory').setExpirationTime('1h').sign(secret)),
-      }),
-      'TOKEN_INVALID',
-    ],
-    [
-      'RS256 (another algorithm family)',
-      async () => {
-        const { privateKey } = await generateKeyPair('RS256');
-        return { options: bearer(await new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject('mallory').setExpirationTime('1h').sign(privateKey)) };
-      },
-      'TOKEN_INVALID',
-    ],
-    ['expired', async () => ({ options: bearer(await buyerToken(config, 'late', nowS() - 60)) }), 'TOKEN_EXPIRED'],
-    [
-      'nbf in the future',
-      async () => ({ options: bearer(await hs256().setSubject('early').setNotBefore('1h').setExpirationTime('2h').sign(secret)) }),
-      'TOKEN_INVALID',
-    ],
-    ['no exp', async () => ({ options: bearer(await hs256().setSubject('forever').sign(secret)) }), 'TOKEN_INVALID'],
-    ['sub missing', async () => ({ options: bearer(await hs256().setExpirationTime('1h').sign(secret)) }), 'TOKEN_INVALID'],
-    ['sub empty', async () => ({ options: bearer(await hs256().setSubject('').setExpirationTime('1h').sign(secret)) }), 'TOKEN_INVALID'],
-    ['sub containing "|"', async () => ({ options: bearer(await buyerToken(config, 'alice|bob')) }), 'TOKEN_INVALID'],
-    ['sub of 300 characters', async () => ({ options: bearer(await buyerToken(config, 'a'.repeat(300))) }), 'TOKEN_INVALID'],
-    [
-      'sub that is a number',
-      async () => ({ options: bearer(await new SignJWT({ sub: 42 } as never).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('1h').sign(secret)) }),
-      'TOKEN_INVALID',
-    ],
-    [
-      'a valid token in the query string',
-      async () => {
-        const token = await buyerToken(config, `query-${run}`);
-        return { path: `${purchase()}?access_token=${token}&token=${token}`, options: {} };
-      },
-      'TOKEN_MISSING',
-    ],
-    [
-      'a valid token in the body',
-      async () => {
-        const token = await buyerToken(config, `body-${run}`);
-        return { options: { json: { access_token: token, token, authorization: `Bearer ${token}` } } };
-      },
-      'TOKEN_MISSING',
-    ],
-  ];
-
-  test.each(cases)('%s', async (_name, build, code) => {
-    const { path, options } = await build();
+  test.each(badTokens)('%s', async (_name, build, code) => {
+    const { path, options } = await build(itemId);
     const before = await snapshot(sale);
-    const reply = await call('POST', path ?? purchase(), options);
+    const reply = await call('POST', path ?? purchasePath(itemId), options);
     expect(reply.status).toBe(401);
     expect(reply.body).toEqual({ error: code });
     expect(reply.headers.get('www-authenticate')).toMatch(/^Bearer/);
     expect(await snapshot(sale)).toEqual(before);
+  });
+});
+
+describe('an item flagged sold out: 410 for any JWT-shaped token before verification, unless SOLD_OUT_VERIFIES_TOKEN', () => {
+  const strictConfig = testConfig({ SOLD_OUT_VERIFIES_TOKEN: 'true', TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE });
+  let strict: RunningApi;
+  let callStrict: Http;
+  let soldOut: Sale;
+  let soldOutItem: number;
+
+  beforeAll(async () => {
+    strict = await startApi(strictConfig);
+    callStrict = http(strict.url);
+    soldOut = await createTestSale(clients, { quantities: [0] });
+    soldOutItem = soldOut.items[0].itemId;
+    // A verified buyer's press reaches Redis (no stock) and flags the item sold out in each API process.
+    for (const send of [call, callStrict]) {
+      const first = await send('POST', purchasePath(soldOutItem), { token: await buyerToken(config, `flagger-${run}`) });
+      expect(first.body).toEqual({ error: 'SOLD_OUT' });
+    }
+  });
+  afterAll(() => strict?.close());
+
+  test.each(badTokens)('%s', async (_name, build, code, jwtShaped) => {
+    const { path, options } = await build(soldOutItem);
+    const before = await snapshot(soldOut);
+    const loose = await call('POST', path ?? purchasePath(soldOutItem), options);
+    expect([loose.status, loose.body]).toEqual(jwtShaped ? [410, { error: 'SOLD_OUT' }] : [401, { error: code }]);
+    const verified = await callStrict('POST', path ?? purchasePath(soldOutItem), options);
+    expect([verified.status, verified.body]).toEqual([401, { error: code }]);
+    expect(await snapshot(soldOut)).toEqual(before);
   });
 });
 
