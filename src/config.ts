@@ -39,6 +39,8 @@ const schema = z
     TEMPORAL_PORT: port(7233),
     TEMPORAL_NAMESPACE: z.string().min(1).default('flash-sale'),
     TEMPORAL_TASK_QUEUE: z.string().min(1).default('flash-sale-orders'),
+    /** Deadline of each call the API makes to Temporal (start, describe, the pay update, readiness): past it, 503. */
+    TEMPORAL_CALL_TIMEOUT_MS: positiveMs(10_000),
     WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).max(10000).default(200),
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).max(10000).default(100),
 

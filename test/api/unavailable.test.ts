@@ -1,7 +1,9 @@
 /**
  * Dependencies that fail (I4, I7): a workflow that cannot start turns into 503 SERVICE_UNAVAILABLE with
  * Retry-After and gives the unit back, unless Temporal cannot tell whether the start reached it (then the
- * reservation is left to the reconciler); Temporal cut off mid-run turns order reads and payments into 503; an API that cannot reach Redis at start fails instead of hanging; and a
+ * reservation is left to the reconciler); Temporal cut off mid-run turns order reads and payments into 503,
+ * and a Temporal that stops answering turns them into 503 within TEMPORAL_CALL_TIMEOUT_MS; an API that cannot
+ * reach Redis at start fails instead of hanging; and a
  * private Redis (a redis-server this suite starts and kills, never the shared one) that dies mid-sale turns
  * purchases into 503 and /readyz into 503, then comes back empty and is rebuilt from PostgreSQL.
  * Every HTTP response is checked against openapi.yaml.
@@ -39,7 +41,6 @@ afterAll(async () => {
   await temporal?.connection.close();
   await clients?.close();
 });
-
 
 async function started(api: Promise<RunningApi>): Promise<RunningApi> {
   const running = await api;
@@ -157,15 +158,26 @@ describe('PostgreSQL reachable but failing (a listener that drops or stalls conn
   }, 20_000);
 });
 
-test('Temporal cut off while the API runs → GET order and payment answer 503 with Retry-After (not 500)', async () => {
-  // A TCP relay to the shared Temporal that this test cuts: no new connections, open ones destroyed.
+/**
+ * A TCP relay to the shared Temporal that a test can cut (no new connections, open ones destroyed) or freeze
+ * (connections stay open, bytes are held until thawed: a Temporal that stops answering).
+ */
+async function temporalRelay(): Promise<{ port: number; cut(): Promise<void>; freeze(): void; thaw(): void }> {
   const relayed: Socket[] = [];
+  let frozen = false;
+  const held: [Socket, Buffer][] = [];
+  const forward = (from: Socket, to: Socket) =>
+    from.on('data', (chunk: Buffer) => {
+      if (frozen) held.push([to, chunk]);
+      else to.write(chunk);
+    });
   const relay = createServer((inbound) => {
     const outbound = connect(config.TEMPORAL_PORT, config.TEMPORAL_HOST);
     relayed.push(inbound, outbound);
-    inbound.pipe(outbound).pipe(inbound);
-    inbound.on('error', () => outbound.destroy());
-    outbound.on('error', () => inbound.destroy());
+    forward(inbound, outbound);
+    forward(outbound, inbound);
+    inbound.on('error', () => outbound.destroy()).on('close', () => outbound.destroy());
+    outbound.on('error', () => inbound.destroy()).on('close', () => inbound.destroy());
   }).listen(0, '127.0.0.1');
   await once(relay, 'listening');
   const cut = async () => {
@@ -174,8 +186,21 @@ test('Temporal cut off while the API runs → GET order and payment answer 503 w
     await closed;
   };
   toClose.push(() => cut().catch(() => undefined));
-  const api = await started(startApi(testConfig({ TEMPORAL_PORT: String((relay.address() as AddressInfo).port) })));
-  await cut();
+  return {
+    port: (relay.address() as AddressInfo).port,
+    cut,
+    freeze: () => void (frozen = true),
+    thaw() {
+      frozen = false;
+      for (const [to, chunk] of held.splice(0)) if (!to.destroyed) to.write(chunk);
+    },
+  };
+}
+
+test('Temporal cut off while the API runs → GET order and payment answer 503 with Retry-After (not 500)', async () => {
+  const relay = await temporalRelay();
+  const api = await started(startApi(testConfig({ TEMPORAL_PORT: String(relay.port) })));
+  await relay.cut();
 
   // A well-formed order id PostgreSQL does not know, so both routes must ask Temporal.
   const orderId = randomUUID();
@@ -185,6 +210,40 @@ test('Temporal cut off while the API runs → GET order and payment answer 503 w
   ]);
   expect([read.status, read.body.error, read.headers.get('retry-after')]).toEqual([503, 'SERVICE_UNAVAILABLE', '1']);
   expect([pay.status, pay.body.error, pay.headers.get('retry-after')]).toEqual([503, 'SERVICE_UNAVAILABLE', '1']);
+}, 60_000);
+
+test('Temporal stops answering (connection open, nothing comes back) → purchase, GET order and payment answer 503 within TEMPORAL_CALL_TIMEOUT_MS; the unclear start keeps its unit for the reconciler', async () => {
+  const timeoutMs = 1500;
+  const relay = await temporalRelay();
+  const api = await started(startApi(testConfig({ TEMPORAL_PORT: String(relay.port), TEMPORAL_CALL_TIMEOUT_MS: String(timeoutMs) })));
+  const call = http(api.url);
+  const sale = await createTestSale(clients, { quantities: [2] });
+  const itemId = sale.items[0].itemId;
+  const buyer = `frozen-${run}`;
+  const token = await buyerToken(config, buyer);
+  relay.freeze();
+
+  const startedAt = Date.now();
+  const [purchase, read, pay] = await Promise.all([
+    call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token }),
+    call('GET', `/api/flash-sales/orders/${randomUUID()}`, { token }),
+    call('POST', `/api/flash-sales/orders/${randomUUID()}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-frozen-${run}`, amount: 100 } }),
+  ]);
+  const tookMs = Date.now() - startedAt;
+  for (const reply of [purchase, read, pay]) {
+    expect([reply.status, reply.body.error, reply.headers.get('retry-after')]).toEqual([503, 'SERVICE_UNAVAILABLE', '1']);
+  }
+  // The purchase waits for the start, then for the describe that asks whether it began: two deadlines.
+  expect(tookMs).toBeLessThan(2 * timeoutMs + 3000);
+
+  // The start may have reached Temporal: the unit stays reserved for its order, and the buyer's retry names it.
+  const [orderId] = Object.keys(await clients.redis.hgetall(saleKeys(sale.saleId).reservations));
+  expect(orderId).toBeDefined();
+  accepted.push(orderId);
+  expect(await clients.store.stock(sale.saleId, [itemId])).toEqual(new Map([[itemId, 1]]));
+  relay.thaw();
+  const retry = await call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token });
+  expect([retry.status, retry.body]).toEqual([409, { error: 'ALREADY_PURCHASED', orderId }]);
 }, 60_000);
 
 describe('a private Redis dies mid-sale and comes back empty', () => {
