@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { Context } from 'koa';
 import { parse } from 'yaml';
 import type { AppDeps } from './app';
+import { reply } from './errors';
 
 const CHECK_TIMEOUT_MS = 2000;
 
@@ -14,6 +15,7 @@ function within<T>(ms: number, work: Promise<T>): Promise<T> {
 /** The OpenAPI 3.1 document kept in the repo (openapi.yaml), parsed once. */
 export const openApiDocument: unknown = parse(readFileSync(join(__dirname, '..', '..', 'openapi.yaml'), 'utf8'));
 
+/** GET /readyz: 200 when Redis, PostgreSQL and the Temporal namespace answer within 2 s each; else 503 with Retry-After, naming each check up or down. */
 export function readinessHandler({ redis, pool, workflows }: AppDeps) {
   const checks: Record<string, () => Promise<unknown>> = {
     redis: () => redis.ping(),
@@ -25,9 +27,11 @@ export function readinessHandler({ redis, pool, workflows }: AppDeps) {
     const names = Object.keys(checks);
     const results = await Promise.allSettled(names.map((name) => within(CHECK_TIMEOUT_MS, checks[name]())));
     const status = Object.fromEntries(names.map((name, i) => [name, results[i].status === 'fulfilled' ? 'up' : 'down']));
-    const ok = results.every((r) => r.status === 'fulfilled');
-    ctx.status = ok ? 200 : 503;
-    ctx.body = ok ? { status: 'ready', checks: status } : { error: 'SERVICE_UNAVAILABLE', checks: status };
+    if (results.every((r) => r.status === 'fulfilled')) {
+      ctx.body = { status: 'ready', checks: status };
+    } else {
+      reply(ctx, 'SERVICE_UNAVAILABLE', { checks: status });
+    }
   };
 }
 

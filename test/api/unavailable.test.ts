@@ -73,6 +73,7 @@ test('the workflow cannot start (unknown Temporal namespace) → 503 with Retry-
   const notReady = await http(broken.url)('GET', '/readyz');
   expect(notReady.status).toBe(503);
   expect(notReady.body).toEqual({ error: 'SERVICE_UNAVAILABLE', checks: { redis: 'up', postgres: 'up', temporal: 'down' } });
+  expect(notReady.headers.get('retry-after')).toBe('1');
 
   const retry = await http(healthy.url)('POST', `/api/flash-sales/items/${itemId}/purchase`, { token });
   expect(retry.status).toBe(202);
@@ -310,6 +311,7 @@ describe('a private Redis dies mid-sale and comes back empty', () => {
     const notReady = await call('GET', '/readyz');
     expect(notReady.status).toBe(503);
     expect(notReady.body).toEqual({ error: 'SERVICE_UNAVAILABLE', checks: { redis: 'down', postgres: 'up', temporal: 'up' } });
+    expect(notReady.headers.get('retry-after')).toBe('1');
     const { rows } = await privateClients.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM orders WHERE sale_id = $1', [sale.saleId]);
     expect(rows[0].n).toBe(1);
 
