@@ -86,7 +86,7 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
   const app = new Koa();
   app.proxy = false;
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '16kb', encoding: 'utf-8' });
-  const authenticate = buyerAuthenticator(deps.config);
+  const authenticate = buyerAuthenticator(deps.config, deps.log);
   const buyer = buyerAuth(authenticate);
   const admin = staticBearer(deps.config.ADMIN_TOKEN);
   const paymentService = staticBearer(deps.config.PAYMENT_SERVICE_TOKEN);

@@ -12,6 +12,7 @@ import buildGetJwks from 'get-jwks';
 import { LRUCache } from 'lru-cache';
 import type { Context, Next } from 'koa';
 import type { Config } from '../config';
+import type { Logger } from '../logger';
 import { BUYER_ID } from '../domain';
 import { reply } from './errors';
 
@@ -19,8 +20,11 @@ export interface BuyerState {
   buyerId: string;
 }
 
-/** Who a bearer token admits, or the 401 code that refuses it. */
-export type Authentication = { buyerId: string } | { error: 'TOKEN_MISSING' | 'TOKEN_INVALID' | 'TOKEN_EXPIRED' };
+/**
+ * Who a bearer token admits, or the code that refuses it: 401 for the token's own faults, 503
+ * SERVICE_UNAVAILABLE when its key could not be fetched (the JWKS endpoint down: the token may be good).
+ */
+export type Authentication = { buyerId: string } | { error: 'TOKEN_MISSING' | 'TOKEN_INVALID' | 'TOKEN_EXPIRED' | 'SERVICE_UNAVAILABLE' };
 
 /**
  * Takes an Authorization header value (undefined or '' when absent); answers synchronously when the token is
@@ -50,8 +54,11 @@ function bearer(authorization: string | undefined): string | undefined {
 
 type Verify = (token: string) => { sub?: unknown; exp?: unknown } | Promise<{ sub?: unknown; exp?: unknown }>;
 
-/** A verifier for the configured algorithm and key; JWKS keys are fetched by `kid` and cached by get-jwks. */
-function createBuyerVerifier(config: Config): Verify {
+/**
+ * A verifier for the configured algorithm and key; JWKS keys are fetched by `kid` and cached by get-jwks, and a
+ * failed fetch other than an unknown `kid` is logged as a warning.
+ */
+function createBuyerVerifier(config: Config, log: Logger): Verify {
   const common = {
     algorithms: [config.JWT_ALGORITHM],
     allowedIss: config.JWT_ISSUER,
@@ -65,12 +72,21 @@ function createBuyerVerifier(config: Config): Verify {
   return createVerifier({
     ...common,
     key: async ({ header }: { header: { kid?: string; alg?: string } }) =>
-      jwks.getPublicKey({ domain: jwksUrl.origin, kid: header.kid, alg: header.alg }),
+      jwks.getPublicKey({ domain: jwksUrl.origin, kid: header.kid, alg: header.alg }).catch((err: unknown) => {
+        if ((err as { code?: unknown }).code !== 'JWK_NOT_FOUND') log.warn({ err, jwksUrl: jwksUrl.href }, 'JWKS key fetch failed');
+        throw err;
+      }),
   });
 }
 
 function refusal(err: unknown): Authentication {
-  return { error: err instanceof TokenError && err.code === TokenError.codes.expired ? 'TOKEN_EXPIRED' : 'TOKEN_INVALID' };
+  if (!(err instanceof TokenError)) return { error: 'TOKEN_INVALID' };
+  if (err.code === TokenError.codes.expired) return { error: 'TOKEN_EXPIRED' };
+  // get-jwks: a set without the token's kid refuses the token; anything else (unreachable, a non-2xx or
+  // non-JSON answer, an empty set) is the key server's fault, not the buyer's.
+  const cause = (err as { originalError?: { code?: unknown } }).originalError;
+  if (err.code === TokenError.codes.keyFetchingError && cause?.code !== 'JWK_NOT_FOUND') return { error: 'SERVICE_UNAVAILABLE' };
+  return { error: 'TOKEN_INVALID' };
 }
 
 /**
@@ -78,7 +94,8 @@ function refusal(err: unknown): Authentication {
  * @param cacheSize how many verified tokens to remember (JWT_CACHE_SIZE; 0 verifies every request)
  * @param now clock in ms since the epoch
  * @returns the authenticator: TOKEN_MISSING without a bearer token; TOKEN_EXPIRED past `exp`; TOKEN_INVALID for
- *   a bad signature, another algorithm including `none`, not yet valid, or a `sub` that is not a buyer id
+ *   a bad signature, another algorithm including `none`, not yet valid, or a `sub` that is not a buyer id;
+ *   SERVICE_UNAVAILABLE when the verifier could not fetch the token's key (JWKS)
  */
 export function rememberingAuthenticator(verify: Verify, cacheSize: number, now: () => number = Date.now): BuyerAuthenticator {
   // Keyed by the whole token, so two tokens can never share an entry (the collision risk fast-jwt warns of
@@ -113,13 +130,13 @@ export function rememberingAuthenticator(verify: Verify, cacheSize: number, now:
 }
 
 /** @returns the authenticator for the configured algorithm, key and cache size */
-export function buyerAuthenticator(config: Config): BuyerAuthenticator {
-  return rememberingAuthenticator(createBuyerVerifier(config), config.JWT_CACHE_SIZE);
+export function buyerAuthenticator(config: Config, log: Logger): BuyerAuthenticator {
+  return rememberingAuthenticator(createBuyerVerifier(config, log), config.JWT_CACHE_SIZE);
 }
 
-/** Answers 401 with code and the RFC 6750 WWW-Authenticate challenge. */
+/** Answers a 401 code with the RFC 6750 WWW-Authenticate challenge; SERVICE_UNAVAILABLE as 503 with Retry-After. */
 export function refuseToken(ctx: Context, code: Extract<Authentication, { error: unknown }>['error']): void {
-  ctx.set('WWW-Authenticate', code === 'TOKEN_MISSING' ? 'Bearer' : 'Bearer error="invalid_token"');
+  if (code !== 'SERVICE_UNAVAILABLE') ctx.set('WWW-Authenticate', code === 'TOKEN_MISSING' ? 'Bearer' : 'Bearer error="invalid_token"');
   reply(ctx, code);
 }
 
