@@ -78,17 +78,15 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
   };
 
   const record = (attempt: Attempt, code: string, orderId?: unknown) => {
-    const series = seriesOf(code);
-    series.outcomes.inc();
-    series.duration.observe((performance.now() - attempt.startedAt) / 1000);
+    const seconds = (performance.now() - attempt.startedAt) / 1000;
+    if (code === 'SOLD_OUT') {
+      metrics.recordSoldOut(seconds);
+    } else {
+      const series = seriesOf(code);
+      series.outcomes.inc();
+      series.duration.observe(seconds);
+    }
     if (debug) log.debug({ code, itemId: attempt.itemText, userId: attempt.buyerId, orderId }, 'purchase');
-  };
-
-  /** The stampede's answer: 410 from the in-memory flag, recorded through the metrics' batch. */
-  const answerSoldOutFromMemory = (attempt: Attempt) => {
-    reply(attempt.ctx, 'SOLD_OUT');
-    metrics.soldOutFromMemory((performance.now() - attempt.startedAt) / 1000);
-    if (debug) log.debug({ code: 'SOLD_OUT', itemId: attempt.itemText, userId: attempt.buyerId }, 'purchase');
   };
 
   const answer = (attempt: Attempt, code: ErrorCode | 'PENDING', details?: Record<string, unknown>) => {
@@ -114,7 +112,7 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     attempt.buyerId = buyerId;
     const { itemId } = attempt;
     if (itemId === undefined) return answer(attempt, 'INVALID_ITEM_ID');
-    if (config.SOLD_OUT_CACHE && soldOut.has(itemId)) return answerSoldOutFromMemory(attempt);
+    if (config.SOLD_OUT_CACHE && soldOut.has(itemId)) return answer(attempt, 'SOLD_OUT');
     return reserveAndStart(attempt, buyerId, itemId);
   };
 
@@ -193,7 +191,7 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     const attempt: Attempt = { ctx, startedAt: performance.now(), itemText, itemId: parseId(itemText), buyerId: undefined };
     const { authorization } = ctx.req.headers;
     if (soldOutFirst && attempt.itemId !== undefined && soldOut.has(attempt.itemId) && hasBearerJwt(authorization)) {
-      return answerSoldOutFromMemory(attempt);
+      return answer(attempt, 'SOLD_OUT');
     }
     try {
       const auth = authenticate(authorization);

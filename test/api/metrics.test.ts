@@ -1,6 +1,6 @@
 /**
- * Unit tests of the purchase metrics' batch of sold-out answers from memory (pure logic: prom-client's own
- * registry, no server). What /metrics shows must be exactly what recording each answer one by one shows,
+ * Unit tests of the purchase metrics' batch of SOLD_OUT answers (pure logic: prom-client's own registry, no
+ * server). What /metrics shows must be exactly what recording each answer one by one shows, `_sum` included,
  * whether the batch was flushed because it filled up or because of the scrape.
  */
 import { Counter, Histogram, Registry } from 'prom-client';
@@ -34,13 +34,13 @@ function oneByOne(): { registry: Registry; record(code: string, seconds: number)
 test.each([
   ['fewer answers than a batch (flushed by the scrape)', 7],
   ['more than one full batch (flushed when full, the rest by the scrape)', 10_000],
-])('sold-out answers from memory: %s → the same series as one-by-one recording', async (_name, count) => {
+])('SOLD_OUT answers: %s → the same series as one-by-one recording', async (_name, count) => {
   const metrics = createMetrics(() => 0);
   const reference = oneByOne();
   // Latencies spread over every bucket and past the last one.
   const seconds = Array.from({ length: count }, (_, i) => ((i * 7919) % 3000) / 1000);
   for (const s of seconds) {
-    metrics.soldOutFromMemory(s);
+    metrics.recordSoldOut(s);
     reference.record('SOLD_OUT', s);
   }
   metrics.purchaseOutcomes.labels('PENDING').inc();
