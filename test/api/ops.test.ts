@@ -45,8 +45,10 @@ test('/metrics counts each purchase answer under its code', async () => {
     await purchase('f', 2147483647), // 404 ITEM_NOT_FOUND
     await call('POST', `/api/flash-sales/items/${itemId}/purchase`), // 401 TOKEN_MISSING
     await call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token: 'not-a-token' }), // 401 TOKEN_INVALID
+    // JWT-shaped but forged, on the sold-out item: 410 before verification, counted as SOLD_OUT.
+    await call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token: 'not.a.token' }),
   ];
-  expect(answers.map((a) => a.status)).toEqual([202, 409, 202, 410, 410, 400, 404, 401, 401]);
+  expect(answers.map((a) => a.status)).toEqual([202, 409, 202, 410, 410, 400, 404, 401, 401, 410]);
   accepted.push(...answers.filter((a) => a.status === 202).map((a) => a.body.orderId as string));
 
   const reply = await call('GET', '/metrics');
@@ -55,10 +57,10 @@ test('/metrics counts each purchase answer under its code', async () => {
   const counted = Object.fromEntries(
     [...reply.text.matchAll(/^flash_sale_purchase_outcomes_total\{code="([A-Z_]+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]),
   );
-  expect(counted).toEqual({ PENDING: 2, ALREADY_PURCHASED: 1, SOLD_OUT: 2, INVALID_ITEM_ID: 1, ITEM_NOT_FOUND: 1, TOKEN_MISSING: 1, TOKEN_INVALID: 1 });
+  expect(counted).toEqual({ PENDING: 2, ALREADY_PURCHASED: 1, SOLD_OUT: 3, INVALID_ITEM_ID: 1, ITEM_NOT_FOUND: 1, TOKEN_MISSING: 1, TOKEN_INVALID: 1 });
   expect(reply.text).toMatch(/^flash_sale_reservations_total\{result="reserved"\} 2$/m);
   expect(reply.text).toMatch(/^flash_sale_sold_out_items 1$/m);
-  expect(reply.text).toMatch(/^flash_sale_purchase_duration_seconds_count\{code="SOLD_OUT"\} 2$/m);
+  expect(reply.text).toMatch(/^flash_sale_purchase_duration_seconds_count\{code="SOLD_OUT"\} 3$/m);
 });
 
 test('/openapi.json → the document in openapi.yaml', async () => {

@@ -177,6 +177,19 @@ describe('an item flagged sold out: 410 for any JWT-shaped token before verifica
     expect([verified.status, verified.body]).toEqual([401, { error: code }]);
     expect(await snapshot(soldOut)).toEqual(before);
   });
+
+  test('once a unit comes back, the flag clears within SOLD_OUT_RECHECK_MS and a forged token is verified again (401)', async () => {
+    const restocked = await createTestSale(clients, { quantities: [0] });
+    const item = restocked.items[0].itemId;
+    const forged = bearer(`${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ sub: 'mallory', exp: nowS() + 3600 })}.`);
+    const flagger = await call('POST', purchasePath(item), { token: await buyerToken(config, `flagger-2-${run}`) });
+    expect(flagger.body).toEqual({ error: 'SOLD_OUT' });
+    expect((await call('POST', purchasePath(item), forged)).status).toBe(410);
+    // A unit comes back, as an expired order's release would return it.
+    await clients.redis.incr(saleKeys(restocked.saleId).stock(item));
+    await eventually(async () => expect((await call('POST', purchasePath(item), forged)).body).toEqual({ error: 'TOKEN_INVALID' }), 5000);
+    expect(await clients.store.stock(restocked.saleId, [item])).toEqual(new Map([[item, 1]]));
+  });
 });
 
 test('the buyer is the token’s sub: a body userId or identity headers cannot impersonate anyone', async () => {
