@@ -15,7 +15,10 @@ function within<T>(ms: number, work: Promise<T>): Promise<T> {
 /** The OpenAPI 3.1 document kept in the repo (openapi.yaml), parsed once. */
 export const openApiDocument: unknown = parse(readFileSync(join(__dirname, '..', '..', 'openapi.yaml'), 'utf8'));
 
-/** GET /readyz: 200 when Redis, PostgreSQL and the Temporal namespace answer within 2 s each; else 503 with Retry-After, naming each check up or down. */
+/**
+ * GET /readyz: 200 when Redis, PostgreSQL and the Temporal namespace answer within CHECK_TIMEOUT_MS each; else
+ * 503 with Retry-After. Either way the body names each check up or down.
+ */
 export function readinessHandler({ redis, pool, workflows }: AppDeps) {
   const checks: Record<string, () => Promise<unknown>> = {
     redis: () => redis.ping(),

@@ -66,7 +66,8 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
   // The answer for a sold-out item is the same for every buyer and acts on no one's behalf (I6, I7), so its
   // token's signature and claims need not be checked: that check costs more than the whole answer.
   const soldOutFirst = config.SOLD_OUT_CACHE && !config.SOLD_OUT_VERIFIES_TOKEN;
-  // Label children bound once per outcome code: the hot sold-out path skips prom-client's label lookups.
+  // Label children bound once per outcome code, so an answer skips prom-client's label lookups (SOLD_OUT goes
+  // through the metrics' batch instead).
   const bound = new Map<string, { outcomes: ReturnType<Counter['labels']>; duration: ReturnType<Histogram['labels']> }>();
   const seriesOf = (code: string) => {
     let children = bound.get(code);
