@@ -1,8 +1,8 @@
 /**
  * `npm run token` (src/cli/token.ts), pure logic: the token it signs is admitted by the API's own buyer
- * authenticator as the buyer named, with or without a configured issuer and audience; a token with another
- * issuer or audience is refused; and it refuses what the API would refuse to admit (a bad buyer id) or what it
- * cannot sign (RS256).
+ * authenticator as the buyer named, with or without a configured issuer and audience; a token without the
+ * configured issuer or audience, or with another, is refused; and it refuses what the API would refuse to
+ * admit (a bad buyer id) or what it cannot sign (RS256).
  */
 import { buyerAuthenticator } from '../src/api/auth';
 import { signBuyerToken } from '../src/cli/token';
@@ -24,6 +24,8 @@ test.each([
 });
 
 test.each([
+  ['no iss, an API that expects one', {}, { JWT_ISSUER: 'https://id.example' }],
+  ['no aud, an API that expects one', {}, { JWT_AUDIENCE: 'flash-sale' }],
   ['another issuer', { JWT_ISSUER: 'https://other.example' }, { JWT_ISSUER: 'https://id.example' }],
   ['another audience', { JWT_AUDIENCE: 'other' }, { JWT_AUDIENCE: 'flash-sale' }],
 ])('a token with %s → TOKEN_INVALID', async (_name, signedWith, apiEnv) => {

@@ -63,7 +63,8 @@ function createBuyerVerifier(config: Config, log: Logger): Verify {
     algorithms: [config.JWT_ALGORITHM],
     allowedIss: config.JWT_ISSUER,
     allowedAud: config.JWT_AUDIENCE,
-    requiredClaims: ['sub', 'exp'],
+    // fast-jwt checks iss and aud only when the token has them: a configured one must also be required.
+    requiredClaims: ['sub', 'exp', ...(config.JWT_ISSUER ? ['iss'] : []), ...(config.JWT_AUDIENCE ? ['aud'] : [])],
   };
   if (config.JWT_ALGORITHM === 'HS256') return createVerifier({ ...common, key: config.JWT_SECRET });
   if (config.JWT_PUBLIC_KEY) return createVerifier({ ...common, key: config.JWT_PUBLIC_KEY });
