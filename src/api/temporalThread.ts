@@ -31,15 +31,8 @@ function serialize(err: unknown): SerializedError {
   return { name: String(e?.name ?? 'Error'), message: `${String(e?.message ?? err)}${cause}`, code: e?.code ?? e?.cause?.code, stack };
 }
 
-/**
- * Each call carries a gRPC deadline (TEMPORAL_CALL_TIMEOUT_MS): without one, a Temporal that stops answering
- * without closing the connection held purchases unanswered for minutes. Past it the call fails as
- * DEADLINE_EXCEEDED, which the API answers 503; a start that timed out may still have begun, which the
- * purchase route allows for (it keeps the reservation unless Temporal says there is no workflow).
- */
 function operations(client: Client, config: Config): Operations {
-  const withDeadline = <T>(fn: () => Promise<T>) => client.withDeadline(Date.now() + config.TEMPORAL_CALL_TIMEOUT_MS, fn);
-  const ops: Operations = {
+  return {
     async start(order: OrderInput) {
       try {
         await startOrderWorkflow(client, config.TEMPORAL_TASK_QUEUE, order);
@@ -81,12 +74,6 @@ function operations(client: Client, config: Config): Operations {
       await client.connection.workflowService.describeNamespace({ namespace: client.options.namespace });
     },
   };
-  return {
-    start: (order) => withDeadline(() => ops.start(order)),
-    describe: (orderId) => withDeadline(() => ops.describe(orderId)),
-    pay: (orderId, payment) => withDeadline(() => ops.pay(orderId, payment)),
-    checkNamespace: () => withDeadline(() => ops.checkNamespace()),
-  };
 }
 
 async function main(): Promise<void> {
@@ -107,7 +94,11 @@ async function main(): Promise<void> {
       return;
     }
     const run = ops[request.op] as (...args: unknown[]) => Promise<unknown>;
-    run(...request.args).then(
+    // Every call carries a gRPC deadline (TEMPORAL_CALL_TIMEOUT_MS): without one, a Temporal that stops
+    // answering without closing the connection held purchases unanswered for minutes. Past it the call fails
+    // as DEADLINE_EXCEEDED (→ 503); a start that timed out may still have begun, which the purchase route
+    // allows for (it keeps the reservation unless Temporal says there is no workflow).
+    client.withDeadline(Date.now() + config.TEMPORAL_CALL_TIMEOUT_MS, () => run(...request.args)).then(
       (value) => port.postMessage({ id: request.id, value } satisfies ThreadReply),
       (err: unknown) => port.postMessage({ id: request.id, error: serialize(err) } satisfies ThreadReply),
     );
