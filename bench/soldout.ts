@@ -7,10 +7,10 @@
  * pressing again), and `fresh-tokens`, a token the server has never seen on every request (a crowd's first
  * presses). By default a sold-out item answers before any token is verified, so the two modes differ only in
  * the bytes sent; with SOLD_OUT_VERIFIES_TOKEN=true every fresh token is a full signature check and the
- * repeated one is remembered once verified. On Linux with two or more CPUs
- * the servers are pinned to CPU 0 and the load generator to CPU 1. A single run's rate moves by ±15% on a
- * small VM, so each mode runs ROUNDS rounds of the targets back to back (rotating which goes first) and the
- * headline is the median of the per-round ratios. A second, identical bare server runs in every round too:
+ * repeated one is remembered once verified. On Linux with two or more CPUs the servers are pinned to CPU 0
+ * and the load generator to CPU 1. A single run's rate moves by ±15% on a small VM, so each mode runs ROUNDS
+ * rounds of the targets back to back (rotating which goes first) and the headline is the median of the
+ * per-round ratios. A second, identical bare server runs in every round too:
  * its ratio to the first is this run's noise band (an A/A test). Beside req/s it prints the server's CPU
  * time per request (process.cpuUsage of the server's process, all its threads). Appends a JSON line to
  * reports/bench.jsonl. Asserts nothing.
