@@ -28,8 +28,12 @@ export interface RunningWorker {
   shutdown(): Promise<void>;
 }
 
-/** Creates and starts a worker. @throws when Temporal, PostgreSQL, Redis or Kafka is unreachable */
-export async function startWorker(config: Config, bundle: BundleOption): Promise<RunningWorker> {
+/**
+ * Creates and starts a worker.
+ * @param extraActivities registered beside the order's activities (bench/drain.ts adds its baseline's)
+ * @throws when Temporal, PostgreSQL, Redis or Kafka is unreachable
+ */
+export async function startWorker(config: Config, bundle: BundleOption, extraActivities: Record<string, () => Promise<unknown>> = {}): Promise<RunningWorker> {
   const pool = createPool(config);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
   const events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
@@ -39,7 +43,7 @@ export async function startWorker(config: Config, bundle: BundleOption): Promise
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...bundle,
-    activities: createActivities({ pool, store: new ReservationStore(redis), events }),
+    activities: { ...extraActivities, ...createActivities({ pool, store: new ReservationStore(redis), events }) },
     maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
     maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
     shutdownGraceTime: '10 seconds',

@@ -1,0 +1,173 @@
+/**
+ * Benchmark of what one order costs Temporal, the worker and PostgreSQL (`npx tsx bench/drain.ts`): N orders
+ * through the real orderWorkflow on the stack's Temporal, one worker process, and in the same run N minimal
+ * workflows (start → one no-op activity → complete) on the same server and worker as the baseline. Each order
+ * has its unit reserved in Redis first and a payment window of BENCH_DRAIN_WINDOW_MS; every other one is paid
+ * by the `paid` signal right after its start, the rest expire and are compensated. For each kind it prints,
+ * per workflow: workflow tasks and history events (from a sample of histories), CPU ms of the Temporal server,
+ * of the worker and of PostgreSQL (read from /proc), and completed workflows per second; then each order
+ * figure as a ratio to the minimal workflow's. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
+ *
+ * Options (environment): BENCH_DRAIN_ORDERS (1000), BENCH_DRAIN_IN_FLIGHT (100 starts in flight),
+ * BENCH_DRAIN_WINDOW_MS (2000), BENCH_DRAIN_SAMPLE (40 histories per kind).
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
+import { loadConfig } from '../src/config';
+import { createPool } from '../src/db';
+import { startChild } from '../src/demo/processes';
+import type { OrderInput } from '../src/domain';
+import { createRedis, ReservationStore } from '../src/reservations';
+import { createSale, loadSale } from '../src/sales';
+import { connectTemporal, startOrderWorkflow } from '../src/temporal';
+import { paidSignal } from '../src/workflows/definitions';
+import { treeCpuMs } from './procCpu';
+import { appendResult } from './results';
+
+const ORDERS = Number(process.env.BENCH_DRAIN_ORDERS ?? 1000);
+const IN_FLIGHT = Number(process.env.BENCH_DRAIN_IN_FLIGHT ?? 100);
+const WINDOW_MS = Number(process.env.BENCH_DRAIN_WINDOW_MS ?? 2000);
+const SAMPLE = Number(process.env.BENCH_DRAIN_SAMPLE ?? 40);
+const PRICE = 500;
+const ROOT = join(__dirname, '..');
+
+/** Per-workflow figures of one kind. */
+export interface KindFigures {
+  workflows: number;
+  workflowTasks: number;
+  historyEvents: number;
+  temporalCpuMs: number;
+  workerCpuMs: number;
+  postgresCpuMs: number;
+  /** Temporal + worker + PostgreSQL. */
+  totalCpuMs: number;
+  completedPerS: number;
+}
+
+const pidIn = (file: string) => Number(readFileSync(join(ROOT, '.local', file), 'utf8').split('\n')[0]);
+
+/** Runs `work` (which starts `count` workflows of one kind) and measures until none of them runs any more. */
+async function measure(temporal: Client, query: string, count: number, workerPid: number, work: () => Promise<string[]>) {
+  const temporalPid = pidIn('temporal/temporal.pid');
+  const postgresPid = pidIn('pg/data/postmaster.pid');
+  const before = { temporal: treeCpuMs(temporalPid), worker: treeCpuMs(workerPid), postgres: treeCpuMs(postgresPid) };
+  const t0 = Date.now();
+  const ids = await work();
+  while ((await temporal.workflow.count(`${query} AND ExecutionStatus = "Running"`)).count > 0) await new Promise((r) => setTimeout(r, 250));
+  const seconds = (Date.now() - t0) / 1000;
+  const per = (ms: number) => Math.round((ms / count) * 100) / 100;
+  const temporalCpuMs = per(treeCpuMs(temporalPid) - before.temporal);
+  const workerCpuMs = per(treeCpuMs(workerPid) - before.worker);
+  const postgresCpuMs = per(treeCpuMs(postgresPid) - before.postgres);
+  // Histories are read after the CPU figures, so reading them is not charged to the workflows.
+  let tasks = 0;
+  let events = 0;
+  const sample = ids.filter((_, i) => i % Math.max(1, Math.floor(ids.length / SAMPLE)) === 0).slice(0, SAMPLE);
+  for (const id of sample) {
+    const history = await temporal.workflow.getHandle(id).fetchHistory();
+    events += history.events?.length ?? 0;
+    tasks += (history.events ?? []).filter((e) => e.workflowTaskCompletedEventAttributes).length;
+  }
+  return {
+    workflows: count,
+    workflowTasks: Math.round((tasks / sample.length) * 100) / 100,
+    historyEvents: Math.round((events / sample.length) * 100) / 100,
+    temporalCpuMs,
+    workerCpuMs,
+    postgresCpuMs,
+    totalCpuMs: Math.round((temporalCpuMs + workerCpuMs + postgresCpuMs) * 100) / 100,
+    completedPerS: Math.round((count / seconds) * 10) / 10,
+  } satisfies KindFigures;
+}
+
+/** Runs `start(i)` for i < count with at most IN_FLIGHT in flight. */
+async function startAll(count: number, start: (i: number) => Promise<string>): Promise<string[]> {
+  const ids: string[] = new Array(count);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(IN_FLIGHT, count) }, async () => {
+      while (next < count) {
+        const i = next++;
+        ids[i] = await start(i);
+      }
+    }),
+  );
+  return ids;
+}
+
+export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindFigures; ratio: Record<string, number> }> {
+  const taskQueue = `bench-drain-${randomUUID()}`;
+  const config = loadConfig({ ...process.env, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: taskQueue });
+  const pool = createPool(config);
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
+  const store = new ReservationStore(redis);
+  const temporal = await connectTemporal(config);
+  const logDir = mkdtempSync(join(tmpdir(), 'bench-drain-'));
+  const worker = startChild('drain worker', 'bench/drainWorker.ts', { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue, LOG_LEVEL: 'warn' }, join(logDir, 'worker.log'), 'drain worker running');
+  try {
+    await worker.ready;
+    const workerPid = worker.process.pid as number;
+
+    const minimal = await measure(temporal, `TaskQueue = "${taskQueue}" AND WorkflowType = "minimalWorkflow"`, ORDERS, workerPid, () =>
+      startAll(ORDERS, async () => {
+        const handle = await temporal.workflow.start('minimalWorkflow', { workflowId: randomUUID(), taskQueue, args: [] });
+        return handle.workflowId;
+      }),
+    );
+
+    const now = Date.now();
+    const sale = await createSale(pool, {
+      name: `bench-drain-${randomUUID()}`,
+      startsAt: new Date(now - 1000).toISOString(),
+      endsAt: new Date(now + 3_600_000).toISOString(),
+      paymentWindowMs: WINDOW_MS,
+      items: [{ productId: 'bench', quantity: ORDERS, priceMinor: PRICE, currency: 'EUR' }],
+    });
+    await loadSale(pool, store, sale.saleId, false);
+    const itemId = sale.items[0].itemId;
+    const order = await measure(temporal, `SaleId = ${sale.saleId}`, ORDERS, workerPid, () =>
+      startAll(ORDERS, async (i) => {
+        const input: OrderInput = {
+          orderId: randomUUID(),
+          saleId: sale.saleId,
+          itemId,
+          userId: `drain-${i}`,
+          priceMinor: PRICE,
+          paymentWindowMs: WINDOW_MS,
+          reservedAtMs: Date.now(),
+        };
+        await store.reserve(input.saleId, itemId, input.userId, input.orderId, input.reservedAtMs);
+        await startOrderWorkflow(temporal, taskQueue, input);
+        if (i % 2 === 0) await temporal.workflow.getHandle(input.orderId).signal(paidSignal, { paymentId: `pay-${input.orderId}`, amount: PRICE });
+        return input.orderId;
+      }),
+    );
+
+    const ratio = Object.fromEntries(
+      (Object.keys(order) as (keyof KindFigures)[])
+        .filter((k) => k !== 'workflows')
+        .map((k) => [k, minimal[k] ? Math.round((order[k] / minimal[k]) * 100) / 100 : 0]),
+    );
+    return { minimal, order, ratio };
+  } finally {
+    await worker.stop();
+    await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
+  }
+}
+
+if (require.main === module) {
+  benchDrain().then(
+    (f) => {
+      console.log(`\norder cost: ${ORDERS} orders (half paid by signal, half expired after ${WINDOW_MS} ms) vs ${ORDERS} minimal workflows, ${IN_FLIGHT} starts in flight, one worker`);
+      console.table({ minimal: f.minimal, order: f.order, 'order / minimal': f.ratio });
+      appendResult('drain', { orders: ORDERS, inFlight: IN_FLIGHT, windowMs: WINDOW_MS, ...f });
+    },
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,51 @@
+/**
+ * CPU time of the stack's processes, read from /proc (Linux): a process with all its threads, plus its
+ * children alive now and those it has reaped. Used by bench/drain.ts to charge each order's cost to Temporal,
+ * PostgreSQL and the worker.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+
+const TICKS_PER_S = 100; // USER_HZ, the unit of /proc/<pid>/stat times on Linux (getconf CLK_TCK)
+
+interface Stat {
+  ppid: number;
+  /** utime + stime, ms. */
+  ownMs: number;
+  /** cutime + cstime of reaped children, ms. */
+  reapedMs: number;
+}
+
+function stat(pid: number): Stat | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // Fields after the command name, which is in parentheses and may hold spaces: state is field 3.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  const ticks = (field: number) => Number(fields[field - 3]);
+  return { ppid: ticks(4), ownMs: ((ticks(14) + ticks(15)) * 1000) / TICKS_PER_S, reapedMs: ((ticks(16) + ticks(17)) * 1000) / TICKS_PER_S };
+}
+
+/**
+ * @param pid the root of the process tree (e.g. the postmaster)
+ * @returns CPU ms spent so far by the tree: the root, its descendants alive now, and everything they reaped
+ */
+export function treeCpuMs(pid: number): number {
+  const stats = new Map<number, Stat>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const s = stat(Number(entry));
+    if (s) stats.set(Number(entry), s);
+  }
+  let total = 0;
+  const visit = (p: number) => {
+    const s = stats.get(p);
+    if (!s) return;
+    total += s.ownMs + s.reapedMs;
+    for (const [child, cs] of stats) if (cs.ppid === p) visit(child);
+  };
+  visit(pid);
+  return total;
+}
