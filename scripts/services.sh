@@ -217,16 +217,21 @@ redis_start() {
   redis_pid >/dev/null && return 0
   require_free_port redis "$REDIS_PORT" REDIS_PORT
   mkdir -p "$REDIS_DIR"
-  # Our own instance, not Debian's service; AOF so a restart keeps the stock counters.
+  # Our own instance, not Debian's service. AOF, fsync'd as REDIS_APPENDFSYNC says (always: before each
+  # reply), so that the reservations and start queue entries behind every 202 survive a crash.
   # shellcheck disable=SC2094 # stdout catches what fails before redis opens its own log file
   redis-server --bind "$HOST" --port "$REDIS_PORT" --dir "$REDIS_DIR" --daemonize yes \
-    --pidfile "$REDIS_DIR/redis.pid" --logfile "$LOGS/redis.log" --appendonly yes >>"$LOGS/redis.log" 2>&1 9>&- ||
+    --pidfile "$REDIS_DIR/redis.pid" --logfile "$LOGS/redis.log" --appendonly yes \
+    --appendfsync "$REDIS_APPENDFSYNC" >>"$LOGS/redis.log" 2>&1 9>&- ||
     die "redis-server failed to start" "$LOGS/redis.log" "read the log, fix the cause, run up again"
 }
 
 redis_wait() {
   wait_for 15 redis_pid redis_ready ||
     die "redis did not answer PING on $HOST:$REDIS_PORT ($WAIT_FAILURE)" "$LOGS/redis.log" "read the log; then down and up again"
+  # An instance started before a change of REDIS_APPENDFSYNC follows it without a restart.
+  [[ $(redis-cli -h "$HOST" -p "$REDIS_PORT" config set appendfsync "$REDIS_APPENDFSYNC" 2>&1) == OK ]] ||
+    die "redis refused appendfsync $REDIS_APPENDFSYNC (REDIS_APPENDFSYNC: always, everysec or no)" "$LOGS/redis.log" "fix the setting; then run up again"
 }
 
 redis_stop() {

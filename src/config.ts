@@ -69,12 +69,20 @@ const schema = z
     SOLD_OUT_RECHECK_MS: positiveMs(1000),
     CATALOG_REFRESH_MS: positiveMs(5000),
     DEFAULT_PAYMENT_WINDOW_MS: positiveMs(600_000),
-    RECONCILE_INTERVAL_MS: positiveMs(30_000),
-    RECONCILE_GRACE_MS: positiveMs(60_000),
+    /** Workflow starts the API's starter keeps in flight at most. */
+    STARTER_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).default(100),
+    /**
+     * An accepted order left pending this long by a starter (one that died, or whose start failed) is claimed by
+     * another; longer than TEMPORAL_CALL_TIMEOUT_MS, so that a start still in flight is not taken.
+     */
+    STARTER_CLAIM_IDLE_MS: positiveMs(30_000),
   })
   .superRefine((env, ctx) => {
     if (env.JWT_ALGORITHM === 'RS256' && !env.JWT_PUBLIC_KEY && !env.JWT_JWKS_URL) {
       ctx.addIssue({ code: 'custom', path: ['JWT_PUBLIC_KEY'], message: 'RS256 needs JWT_PUBLIC_KEY (PEM) or JWT_JWKS_URL' });
+    }
+    if (env.STARTER_CLAIM_IDLE_MS <= env.TEMPORAL_CALL_TIMEOUT_MS) {
+      ctx.addIssue({ code: 'custom', path: ['STARTER_CLAIM_IDLE_MS'], message: `must exceed TEMPORAL_CALL_TIMEOUT_MS (${env.TEMPORAL_CALL_TIMEOUT_MS})` });
     }
     if (env.NODE_ENV === 'production') {
       const devDefaults: [keyof typeof env, string][] = [

@@ -5,7 +5,7 @@
  */
 import type { Pool } from 'pg';
 import { inTransaction } from './db';
-import type { OrderInput, OrderStatus } from './domain';
+import type { OrderInput, OrderStatus, PayResult } from './domain';
 
 export interface OrderRow {
   orderId: string;
@@ -64,33 +64,66 @@ export async function persistOrder(pool: Pool, order: OrderInput, deadlineAt: Da
 }
 
 /**
- * Marks a PENDING order PAID with its payment id.
- * @returns the order's status afterwards: PAID (now or by an earlier run with the same payment) or the
- *   status that prevented it
+ * Decides a payment against the payment window, in one conditional UPDATE: PostgreSQL is the arbiter of
+ * payment against deadline. The order becomes PAID only if it is PENDING, its deadline is still ahead by
+ * PostgreSQL's clock and the amount is its price; the expiry (expireOrder) changes only a PENDING order too,
+ * so exactly one of the two wins, whichever commits first. The same payment again is answered PAID again
+ * (idempotent per paymentId).
+ * @param amount minor units
+ * @returns PAID, or why not: AMOUNT_MISMATCH (nothing changes), PAYMENT_WINDOW_CLOSED (deadline passed,
+ *   or EXPIRED), ORDER_NOT_PENDING (paid by another payment, or REJECTED); undefined when there is no such row
  */
-export async function markPaid(pool: Pool, orderId: string, paymentId: string): Promise<OrderStatus | undefined> {
-  const res = await pool.query<{ status: OrderStatus }>(
-    `UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now() WHERE id = $1 AND status = 'PENDING' RETURNING status`,
-    [orderId, paymentId],
+export async function payOrder(pool: Pool, orderId: string, paymentId: string, amount: number): Promise<PayResult | undefined> {
+  const paid = await pool.query(
+    `UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
+     WHERE id = $1 AND status = 'PENDING' AND deadline_at > now() AND price_minor = $3 RETURNING id`,
+    [orderId, paymentId, amount],
   );
-  if (res.rowCount === 1) return 'PAID';
-  return (await findOrder(pool, orderId))?.status;
+  if (paid.rowCount === 1) return { status: 'PAID', paymentId };
+  const res = await pool.query<{ status: OrderStatus; paymentId: string | null; priceMinor: number; closed: boolean }>(
+    `SELECT status, payment_id AS "paymentId", price_minor::float8 AS "priceMinor", deadline_at <= now() AS closed FROM orders WHERE id = $1`,
+    [orderId],
+  );
+  const row = res.rows[0];
+  if (!row) return undefined;
+  if (row.status === 'PAID' && row.paymentId === paymentId) return { status: 'PAID', paymentId };
+  if (row.priceMinor !== amount) return { error: 'AMOUNT_MISMATCH' };
+  if (row.status === 'EXPIRED' || (row.status === 'PENDING' && row.closed)) return { error: 'PAYMENT_WINDOW_CLOSED' };
+  return { error: 'ORDER_NOT_PENDING' };
+}
+
+/** An order's final word in PostgreSQL, as expireOrder reads it. */
+export interface Settlement {
+  status: OrderStatus;
+  paymentId: string | null;
+  reason: string | null;
+  /** Minor units. */
+  priceMinor: number;
 }
 
 /**
- * Compensation in PostgreSQL: a PENDING order becomes EXPIRED and its unit leaves `sold`, in one transaction.
- * @returns true when this call made the change; false when the order was not PENDING (e.g. a retry)
+ * Compensation in PostgreSQL: a PENDING order whose deadline is at or before atMs becomes EXPIRED and its unit
+ * leaves `sold`, in one statement (so one transaction). atMs is the workflow's clock when its timer fired at the
+ * deadline: on one host the same clock as PostgreSQL's, which payOrder reads; across hosts their skew adds to
+ * the timer's precision, and exactly one of payment and expiry still wins.
+ * @param atMs ms since the epoch
+ * @returns the order afterwards: EXPIRED (now or before), PAID or REJECTED (settled otherwise), PENDING (its
+ *   deadline is after atMs); undefined when there is no such row
  */
-export async function expireOrder(pool: Pool, orderId: string): Promise<boolean> {
-  return inTransaction(pool, async (tx) => {
-    const res = await tx.query<{ itemId: number }>(
-      `UPDATE orders SET status = 'EXPIRED', updated_at = now() WHERE id = $1 AND status = 'PENDING' RETURNING item_id AS "itemId"`,
-      [orderId],
-    );
-    if (res.rowCount !== 1) return false;
-    await tx.query('UPDATE items SET sold = sold - 1 WHERE id = $1', [res.rows[0].itemId]);
-    return true;
-  });
+export async function expireOrder(pool: Pool, orderId: string, atMs: number): Promise<Settlement | undefined> {
+  const res = await pool.query<Settlement>(
+    `WITH expired AS (
+       UPDATE orders SET status = 'EXPIRED', updated_at = now()
+       WHERE id = $1 AND status = 'PENDING' AND deadline_at <= $2 RETURNING item_id
+     ), uncounted AS (
+       UPDATE items SET sold = sold - 1 FROM expired WHERE items.id = expired.item_id
+     )
+     SELECT CASE WHEN EXISTS (SELECT 1 FROM expired) THEN 'EXPIRED' ELSE o.status END AS status,
+            o.payment_id AS "paymentId", o.reason, o.price_minor::float8 AS "priceMinor"
+     FROM orders o WHERE o.id = $1`,
+    [orderId, new Date(atMs)],
+  );
+  return res.rows[0];
 }
 
 /** @returns the order, or undefined when there is no such row */

@@ -1,5 +1,6 @@
 /**
- * Redis gatekeeper: stock, one live order per buyer per sale event, and reservations recorded per order.
+ * Redis gatekeeper: stock, one live order per buyer per sale event, reservations recorded per order, and the
+ * sale's start queue (the orders whose workflow is still to be started, read by src/api/starter.ts).
  * All keys of a sale share the hash tag {sale:<id>} and are passed in KEYS, so reserve.lua and release.lua
  * run unchanged on Redis Cluster (DESIGN.md, Keys). ioredis' defineCommand sends EVALSHA and falls back to
  * EVAL when the script cache was flushed (e.g. after a Redis restart).
@@ -7,13 +8,14 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis, { type RedisOptions } from 'ioredis';
+import type { OrderInput } from './domain';
 
 const LUA_DIR = join(__dirname, '..', 'lua');
 
 type ReserveReply = [1, number] | [2, string] | [3] | [4];
 
 interface ScriptedRedis extends Redis {
-  reserve(stockKey: string, buyersKey: string, reservationsKey: string, ...argv: string[]): Promise<ReserveReply>;
+  reserve(stockKey: string, buyersKey: string, reservationsKey: string, startQueueKey: string, ...argv: string[]): Promise<ReserveReply>;
   release(stockKey: string, buyersKey: string, reservationsKey: string, ...argv: string[]): Promise<0 | 1>;
 }
 
@@ -38,6 +40,8 @@ export function saleKeys(saleId: number) {
   return {
     buyers: `${tag}:buyers`,
     reservations: `${tag}:reservations`,
+    /** Stream of accepted orders whose workflow is still to be started (consumer group: the starters). */
+    startQueue: `${tag}:accepted`,
     stock: (itemId: number) => `${tag}:stock:${itemId}`,
   };
 }
@@ -45,31 +49,42 @@ export function saleKeys(saleId: number) {
 /** Creates an ioredis client with our Lua scripts defined. */
 export function createRedis(options: RedisOptions): ScriptedRedis {
   const redis = new Redis(options);
-  redis.defineCommand('reserve', { numberOfKeys: 3, lua: readFileSync(join(LUA_DIR, 'reserve.lua'), 'utf8') });
+  redis.defineCommand('reserve', { numberOfKeys: 4, lua: readFileSync(join(LUA_DIR, 'reserve.lua'), 'utf8') });
   redis.defineCommand('release', { numberOfKeys: 3, lua: readFileSync(join(LUA_DIR, 'release.lua'), 'utf8') });
   return redis as ScriptedRedis;
 }
 
 export type FlashRedis = ScriptedRedis;
 
+/** Reads a reservation's value, `itemId|userId|reservedAtMs` (reserve.lua). */
+function parseReservation(orderId: string, value: string): Reservation {
+  const [itemId, userId, reservedAtMs] = value.split('|');
+  return { orderId, itemId: Number(itemId), userId, reservedAtMs: Number(reservedAtMs) };
+}
+
 /** Stock and reservations of sale events in Redis. Methods throw ioredis errors when Redis is unreachable. */
 export class ReservationStore {
   constructor(private readonly redis: FlashRedis) {}
 
   /**
-   * Atomically checks one-per-buyer-per-sale (I3) and stock (I1) and reserves one unit for orderId.
+   * Atomically checks one-per-buyer-per-sale (I3) and stock (I1), reserves one unit for the order and appends
+   * it to the sale's start queue (I4: the reservation and its queue entry exist together or not at all). The
+   * entry carries the terms the buyer was given (price, payment window), so the workflow keeps them.
    * A refusal changes nothing.
    */
-  async reserve(saleId: number, itemId: number, userId: string, orderId: string, nowMs: number): Promise<ReserveOutcome> {
-    const keys = saleKeys(saleId);
+  async reserve(order: OrderInput): Promise<ReserveOutcome> {
+    const keys = saleKeys(order.saleId);
     const reply = await this.redis.reserve(
-      keys.stock(itemId),
+      keys.stock(order.itemId),
       keys.buyers,
       keys.reservations,
-      userId,
-      orderId,
-      String(itemId),
-      String(nowMs),
+      keys.startQueue,
+      order.userId,
+      order.orderId,
+      String(order.itemId),
+      String(order.reservedAtMs),
+      String(order.priceMinor),
+      String(order.paymentWindowMs),
     );
     switch (reply[0]) {
       case 1:
@@ -100,15 +115,23 @@ export class ReservationStore {
     return new Map(itemIds.map((id, i) => [id, values[i] == null ? undefined : Number(values[i])]));
   }
 
+  /**
+   * Finds an order's reservation among the given sales (one HGET per sale, each on its own sale's keys).
+   * @returns the reservation with its sale, or undefined when none of the sales holds one for orderId
+   */
+  async findReservation(saleIds: readonly number[], orderId: string): Promise<(Reservation & { saleId: number }) | undefined> {
+    const values = await Promise.all(saleIds.map((saleId) => this.redis.hget(saleKeys(saleId).reservations, orderId)));
+    const i = values.findIndex((v) => v !== null);
+    if (i < 0) return undefined;
+    return { saleId: saleIds[i], ...parseReservation(orderId, values[i] as string) };
+  }
+
   /** @returns every reservation held in the sale (PENDING and PAID orders), read with HSCAN in pages */
   async reservations(saleId: number): Promise<Reservation[]> {
     const out: Reservation[] = [];
     const stream = this.redis.hscanStream(saleKeys(saleId).reservations, { count: 1000 });
     for await (const page of stream as AsyncIterable<string[]>) {
-      for (let i = 0; i < page.length; i += 2) {
-        const [itemId, userId, reservedAtMs] = page[i + 1].split('|');
-        out.push({ orderId: page[i], itemId: Number(itemId), userId, reservedAtMs: Number(reservedAtMs) });
-      }
+      for (let i = 0; i < page.length; i += 2) out.push(parseReservation(page[i], page[i + 1]));
     }
     return out;
   }
@@ -117,7 +140,8 @@ export class ReservationStore {
    * Loads a sale into Redis. Without rebuild, only stock keys that are missing are set (idempotent: a second
    * load changes nothing). With rebuild, the sale's keys are replaced in one MULTI from PostgreSQL's truth:
    * stock = quantity − pending − paid, and the live orders as buyers and reservations. Rebuild while the
-   * sale takes no purchases: a reservation whose order PostgreSQL has not seen yet would be dropped.
+   * sale takes no purchases: a reservation whose order PostgreSQL has not seen yet would be dropped. The start
+   * queue is left as it is: its entries are orders still to be started, whatever Redis' view of the stock.
    */
   async load(
     saleId: number,

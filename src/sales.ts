@@ -97,6 +97,15 @@ export async function findSale(pool: Pool, saleId: number): Promise<Sale | undef
   return { ...sale.rows[0], items: items.rows };
 }
 
+/**
+ * Sales whose orders may still need care (a workflow to start, a reservation to find): those not ended more
+ * than a day ago, in id order.
+ */
+export async function recentSaleIds(pool: Pool): Promise<number[]> {
+  const res = await pool.query<{ id: number }>(`SELECT id FROM sale_events WHERE ends_at > now() - interval '1 day' ORDER BY id`);
+  return res.rows.map((r) => r.id);
+}
+
 /** Thrown by loadSale when a rebuild would overwrite stock that Redis still holds. */
 export class RebuildRefused extends Error {}
 

@@ -1,17 +1,14 @@
 /**
  * Worker process (`npm run worker`): runs orderWorkflow and its activities on the configured task queue, from
- * a workflow bundle built once at start, and the reservation reconciler every RECONCILE_INTERVAL_MS.
- * SIGINT/SIGTERM drain in-flight tasks and close the clients.
+ * a workflow bundle built once at start. SIGINT/SIGTERM drain in-flight tasks and close the clients.
  */
 import { bundleWorkflowCode, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { loadConfig, type Config } from './config';
 import { createPool } from './db';
-import { createKafka, EventPublisher } from './events';
+import { createPublisherKafka, EventPublisher } from './events';
 import { createLogger } from './logger';
-import { startReconciler } from './reconcile';
 import { createRedis, ReservationStore } from './reservations';
-import { connectTemporal } from './temporal';
 
 type BundleOption = Pick<WorkerOptions, 'workflowBundle'>;
 
@@ -36,7 +33,7 @@ export interface RunningWorker {
 export async function startWorker(config: Config, bundle: BundleOption, extraActivities: Record<string, () => Promise<unknown>> = {}): Promise<RunningWorker> {
   const pool = createPool(config);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
-  const events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+  const events = await EventPublisher.connect(createPublisherKafka(config, 'flash-sale-worker'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
   const connection = await NativeConnection.connect({ address: `${config.TEMPORAL_HOST}:${config.TEMPORAL_PORT}` });
   const worker = await Worker.create({
     connection,
@@ -65,29 +62,9 @@ async function main(): Promise<void> {
   const log = createLogger(config.LOG_LEVEL, 'worker');
   const running = await startWorker(config, await buildWorkflowBundle());
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE }, 'worker running');
-  const pool = createPool(config);
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
-  const stopReconciler = startReconciler(
-    {
-      pool,
-      store: new ReservationStore(redis),
-      temporal: await connectTemporal(config),
-      taskQueue: config.TEMPORAL_TASK_QUEUE,
-      graceMs: config.RECONCILE_GRACE_MS,
-    },
-    config.RECONCILE_INTERVAL_MS,
-    (result) => {
-      if (result instanceof Error) log.warn({ err: result }, 'reconciliation pass failed');
-      else if (result.adopted.length) log.warn(result, 'adopted reservations that had no workflow');
-    },
-  );
   const stop = () => {
     log.info('shutting down');
-    stopReconciler();
-    void running
-      .shutdown()
-      .then(() => Promise.allSettled([pool.end(), redis.quit()]))
-      .then(() => process.exit(0));
+    void running.shutdown().then(() => process.exit(0));
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

@@ -4,10 +4,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
+import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
+import { auditSale } from '../src/audit';
 import { loadConfig, type Config } from '../src/config';
 import { createPool } from '../src/db';
-import { createRedis, ReservationStore, type FlashRedis } from '../src/reservations';
+import { createKafka } from '../src/events';
+import { createRedis, ReservationStore, saleKeys, type FlashRedis } from '../src/reservations';
 import { createSale, loadSale, type Sale } from '../src/sales';
 
 /** Configuration for a test: silent logs, a free API port and a task queue no other suite polls. */
@@ -38,18 +41,24 @@ export interface Clients {
   pool: Pool;
   redis: FlashRedis;
   store: ReservationStore;
+  /** Sales made through createTestSale with these clients. */
+  sales: number[];
+  /** Deletes the start queues of the suite's sales (so no later suite's starter takes their entries), then disconnects. */
   close(): Promise<void>;
 }
 
-/** PostgreSQL pool and Redis client for direct checks; close() in afterAll. */
+/** PostgreSQL pool and Redis client for direct checks; close() in afterAll, after the suite's API has stopped. */
 export function connectClients(config: Config): Clients {
   const pool = createPool(config);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
+  const sales: number[] = [];
   return {
     pool,
     redis,
     store: new ReservationStore(redis),
+    sales,
     close: async () => {
+      if (sales.length) await redis.del(...sales.map((id) => saleKeys(id).startQueue)).catch(() => undefined);
       await Promise.allSettled([pool.end(), redis.quit()]);
     },
   };
@@ -80,6 +89,7 @@ export async function createTestSale(clients: Clients, options: TestSaleOptions 
     })),
   });
   await loadSale(clients.pool, clients.store, sale.saleId, false);
+  clients.sales.push(sale.saleId);
   return sale;
 }
 
@@ -126,3 +136,49 @@ export function recordWorkerThreads(): { threads: InstanceType<typeof import('no
   });
   return { threads, restore: () => spy.mockRestore() };
 }
+
+/** Runs tasks with at most `limit` in flight (like an HTTP agent with `limit` connections); @returns results in task order */
+export async function bounded<T>(limit: number, tasks: (() => Promise<T>)[]): Promise<T[]> {
+  const results: T[] = new Array(tasks.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      results[i] = await tasks[i]();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, lane));
+  return results;
+}
+
+/**
+ * Waits until the sale has `count` order workflows and none still runs (visibility catches up a moment after
+ * each completion), then audits the sale against I1–I5 with the given Redis (the shared one by default).
+ * @returns the audit's failed checks, [] when it passes
+ */
+export async function settledAudit(
+  config: Config,
+  clients: Clients,
+  temporal: Client,
+  saleId: number,
+  accepted: readonly string[],
+  timeoutMs = 90_000,
+): Promise<string[]> {
+  await until(
+    `${accepted.length} workflows of sale ${saleId}, all closed`,
+    async () => {
+      const [all, running] = await Promise.all([
+        temporal.workflow.count(`SaleId = ${saleId}`),
+        temporal.workflow.count(`SaleId = ${saleId} AND ExecutionStatus = "Running"`),
+      ]);
+      return all.count >= accepted.length && running.count === 0;
+    },
+    timeoutMs,
+  );
+  const kafka = createKafka(config, `test-audit-${randomUUID()}`);
+  const report = await auditSale({ pool: clients.pool, redis: clients.redis, store: clients.store, temporal, kafka, topic: config.KAFKA_TOPIC }, saleId, accepted);
+  return report.checks.filter((c) => !c.ok).map((c) => `${c.invariant} ${c.name}: ${JSON.stringify(c.figures)} e.g. ${c.examples?.join(', ')}`);
+}
+
+
+export { freePort } from '../src/demo/processes';

@@ -1,12 +1,14 @@
 /**
  * Activities of orderWorkflow: thin, typed, built from injected clients (PostgreSQL pool, Redis reservation
- * store, Kafka publisher). Temporal runs each at least once, so each is idempotent (I5). PostgreSQL
+ * store, Kafka publisher). The workflow runs them as local activities, so each may run more than once, and
+ * inside a workflow task the server may refuse: each is idempotent (I5), and each follows PostgreSQL's word
+ * rather than the workflow's, so a re-run can only repeat what PostgreSQL already decided. PostgreSQL
  * constraint violations are business outcomes and fail non-retryably; connection errors are retried.
  */
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { isConstraintViolation } from '../db';
-import type { OrderEvent, OrderInput, OrderStatus } from '../domain';
+import { orderEvent, type OrderEvent, type OrderInput, type OrderStatus, type PayResult, type Payment } from '../domain';
 import type { EventPublisher } from '../events';
 import * as orders from '../orders';
 import type { ReservationStore } from '../reservations';
@@ -15,6 +17,13 @@ export interface ActivityDeps {
   pool: Pool;
   store: ReservationStore;
   events: EventPublisher;
+}
+
+/** Where an order ended, as PostgreSQL holds it; PENDING while its deadline is still ahead. */
+export interface Settled {
+  status: OrderStatus;
+  paymentId?: string;
+  reason?: string;
 }
 
 async function classified<T>(work: () => Promise<T>): Promise<T> {
@@ -30,58 +39,71 @@ async function classified<T>(work: () => Promise<T>): Promise<T> {
 
 /** @returns the activity functions registered on the worker */
 export function createActivities({ pool, store, events }: ActivityDeps) {
+  const event = (type: OrderEvent['type'], order: OrderInput, extra: Parameters<typeof orderEvent>[3] = {}) => orderEvent(type, order, new Date(), extra);
+
+  /** Brings Redis and Kafka in line with a final status PostgreSQL holds: the unit back unless PAID, then the event. */
+  const follow = async (order: OrderInput, settlement: orders.Settlement): Promise<Settled> => {
+    const { status } = settlement;
+    const paymentId = settlement.paymentId ?? undefined;
+    const reason = settlement.reason ?? undefined;
+    if (status === 'PAID') await events.publish(event('OrderPaid', order, { paymentId, amount: settlement.priceMinor }));
+    if (status === 'EXPIRED' || status === 'REJECTED') {
+      await store.release(order.saleId, order.itemId, order.orderId);
+      await events.publish(status === 'EXPIRED' ? event('OrderExpired', order) : event('OrderRejected', order, { reason }));
+    }
+    return { status, ...(paymentId && { paymentId }), ...(reason && { reason }) };
+  };
+
   return {
-    /** Publishes one event (retries may publish it twice; its eventId lets consumers drop the copy). */
+    /**
+     * Stores the order PENDING and counted in `sold` (I1, I3), or REJECTED when PostgreSQL says no, then
+     * publishes OrderPlaced. A retry, or a row the payment route stored first, returns the stored status.
+     * @param deadline ISO-8601 end of the payment window
+     */
+    async placeOrder(order: OrderInput, deadline: string): Promise<Settled> {
+      const stored = await classified(() => orders.persistOrder(pool, order, new Date(deadline)));
+      await events.publish(event('OrderPlaced', order));
+      return { status: stored.status, ...(stored.reason && { reason: stored.reason }) };
+    },
+
+    /**
+     * Decides a payment in PostgreSQL (orders.payOrder: the arbiter of payment against deadline) and, when it
+     * is PAID, settles the order (OrderPaid). Idempotent per paymentId.
+     * @throws non-retryable ORDER_NOT_FOUND when the order has no row (the workflow waits for placeOrder first)
+     */
+    async payOrder(order: OrderInput, payment: Payment): Promise<PayResult> {
+      const result = await classified(() => orders.payOrder(pool, order.orderId, payment.paymentId, payment.amount));
+      if (!result) throw ApplicationFailure.nonRetryable(`order ${order.orderId} has no row`, 'ORDER_NOT_FOUND');
+      if ('status' in result) await events.publish(event('OrderPaid', order, { paymentId: payment.paymentId, amount: payment.amount }));
+      return result;
+    },
+
+    /**
+     * Settles the order once its deadline has passed by atMs, or once PostgreSQL holds it final: compensation
+     * for an unpaid one (EXPIRED and sold − 1 in one statement, the unit back in Redis, OrderExpired; I4), the
+     * unit back and OrderRejected for a REJECTED one, OrderPaid for a PAID one. Each step has one effect however
+     * often it runs (I5).
+     * @param atMs the workflow's clock (ms since the epoch), at or after the deadline when its timer fired
+     * @returns PENDING, changing nothing, while the row's deadline is after atMs
+     * @throws non-retryable ORDER_NOT_FOUND when the order has no row
+     */
+    async settleOrder(order: OrderInput, atMs: number): Promise<Settled> {
+      const settlement = await classified(() => orders.expireOrder(pool, order.orderId, atMs));
+      if (!settlement) throw ApplicationFailure.nonRetryable(`order ${order.orderId} has no row`, 'ORDER_NOT_FOUND');
+      if (settlement.status === 'PENDING') return { status: 'PENDING' };
+      return follow(order, settlement);
+    },
+
+    /** For an order PostgreSQL would not store at all: its unit back in Redis and OrderRejected. */
+    async rejectUnstored(order: OrderInput, reason: string): Promise<Settled> {
+      await store.release(order.saleId, order.itemId, order.orderId);
+      await events.publish(event('OrderRejected', order, { reason }));
+      return { status: 'REJECTED', reason };
+    },
+
+    /** Publishes one event (a retry may publish it twice; its eventId lets consumers drop the copy). */
     async publishEvent(event: OrderEvent): Promise<void> {
       await events.publish(event);
-    },
-
-    /** Persists the order PENDING and counts it in `sold`, or REJECTED when PostgreSQL says no (I1, I3). */
-    async persistOrder(order: OrderInput, deadline: string): Promise<orders.PersistResult> {
-      return classified(() => orders.persistOrder(pool, order, new Date(deadline)));
-    },
-
-    /** @throws non-retryable ORDER_NOT_PENDING when the row is in another final state (should not happen) */
-    async markPaid(orderId: string, paymentId: string): Promise<void> {
-      const status: OrderStatus | undefined = await classified(() => orders.markPaid(pool, orderId, paymentId));
-      if (status !== 'PAID') {
-        throw ApplicationFailure.nonRetryable(`order ${orderId} is ${status ?? 'missing'}, cannot be PAID`, 'ORDER_NOT_PENDING');
-      }
-    },
-
-    /** Compensation, PostgreSQL part: EXPIRED and sold − 1 in one transaction; a retry changes nothing. */
-    async expireOrder(orderId: string): Promise<boolean> {
-      return classified(() => orders.expireOrder(pool, orderId));
-    },
-
-    /**
-     * Settles a paid order: PAID in PostgreSQL, then its OrderPaid event. Runs as a regular activity, after the
-     * workflow task that decided PAID has committed, so no late signal can undo the decision behind it.
-     * @returns the payment id PostgreSQL holds (differs from paymentId only if another payment won earlier)
-     */
-    async settlePaid(orderId: string, paymentId: string, event: OrderEvent): Promise<string | null> {
-      const status = await classified(() => orders.markPaid(pool, orderId, paymentId));
-      if (status !== 'PAID') {
-        throw ApplicationFailure.nonRetryable(`order ${orderId} is ${status ?? 'missing'}, cannot be PAID`, 'ORDER_NOT_PENDING');
-      }
-      const stored = (await orders.findOrder(pool, orderId))?.paymentId ?? null;
-      if (stored === paymentId) await events.publish(event);
-      return stored;
-    },
-
-    /**
-     * Compensation for an unpaid order: EXPIRED and sold − 1 in PostgreSQL, the unit back in Redis, then
-     * OrderExpired. Each step is idempotent, so a retry of the whole activity has one effect (I4, I5).
-     */
-    async compensate(saleId: number, itemId: number, orderId: string, event: OrderEvent): Promise<void> {
-      await classified(() => orders.expireOrder(pool, orderId));
-      await store.release(saleId, itemId, orderId);
-      await events.publish(event);
-    },
-
-    /** Compensation, Redis part: returns the order's unit if it still holds it; a retry returns nothing. */
-    async releaseReservation(saleId: number, itemId: number, orderId: string): Promise<boolean> {
-      return store.release(saleId, itemId, orderId);
     },
   };
 }

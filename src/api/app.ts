@@ -20,7 +20,9 @@ import { metricsHandler, openApiDocument, readinessHandler } from './ops';
 import { getOrderHandler, paymentHandler } from './orders';
 import type { OrderWorkflows } from './orderWorkflows';
 import { purchaseRoute } from './purchase';
+import type { RecentSales } from './recentSales';
 import type { SoldOutFlags } from './soldOut';
+import type { Starter } from './starter';
 
 export interface AppDeps {
   config: Config;
@@ -32,6 +34,8 @@ export interface AppDeps {
   catalog: Catalog;
   soldOut: SoldOutFlags;
   metrics: Metrics;
+  recentSales: RecentSales;
+  starter: Pick<Starter, 'notice'>;
 }
 
 /**

@@ -88,8 +88,7 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EP
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: unknown; name?: unknown };
   if (typeof e?.code === 'string' && CONNECTION_CODES.has(e.code)) return true;
-  // An update waits for a worker to accept it; a backlogged task queue makes the RPC time out (retryable).
-  if (e?.name === 'MaxRetriesPerRequestError' || e?.name === 'WorkflowUpdateRPCTimeoutOrCancelledError') return true;
+  if (e?.name === 'MaxRetriesPerRequestError') return true;
   // node-postgres reports a dropped or timed-out connection by message only, without a code.
   if (err instanceof Error && PG_CONNECTION_LOST.test(err.message)) return true;
   return e?.name === 'ServiceError' && /UNAVAILABLE|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED/.test(`${err} ${(err as Error).message}`);

@@ -1,20 +1,26 @@
 /**
- * API process (`npm run api`): assembles the Koa app from its clients and serves it. SIGINT/SIGTERM stop
- * accepting, let in-flight requests finish (up to 10 s), then close the clients.
+ * API process (`npm run api`): assembles the Koa app from its clients and serves it, and runs the starter that
+ * starts the accepted orders' workflows (starter.ts). SIGINT/SIGTERM stop accepting, let in-flight requests
+ * finish (up to 10 s), stop the starter (its starts in flight finish), then close the clients.
  */
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import type { Server } from 'node:http';
+import { hostname } from 'node:os';
 import type { Duplex } from 'node:stream';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createLogger, type Logger } from '../logger';
 import { createRedis, ReservationStore } from '../reservations';
+import { StartQueue } from '../startQueue';
 import { createApp } from './app';
 import { clientErrorResponse } from './errors';
 import { Catalog } from './catalog';
 import { createMetrics } from './metrics';
 import { startOrderWorkflows, type OrderWorkflows } from './orderWorkflows';
+import { RecentSales } from './recentSales';
 import { SoldOutFlags } from './soldOut';
+import { Starter } from './starter';
 
 const DRAIN_MS = 10_000;
 
@@ -47,6 +53,26 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   const store = new ReservationStore(redis);
   const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'));
   soldOut.start();
+  const recentSales = new RecentSales(pool, config.CATALOG_REFRESH_MS);
+  // Its own connection: the queue's reads must not queue behind (or ahead of) the purchases' EVALSHAs.
+  const queueRedis = redis.duplicate();
+  queueRedis.on('error', (err) => log.warn({ err: err.message }, 'redis error (start queue)'));
+  // Scraped only once the server listens, so the starter is there by then.
+  const metrics = createMetrics(
+    () => soldOut.size,
+    () => starter.depths(),
+  );
+  const starter = new Starter({
+    queue: new StartQueue(queueRedis),
+    start: (order) => workflows.start(order),
+    saleIds: () => recentSales.ids(),
+    log,
+    consumer: `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+    maxInFlight: config.STARTER_MAX_IN_FLIGHT,
+    claimIdleMs: config.STARTER_CLAIM_IDLE_MS,
+    onStarted: (result) => metrics.workflowStarts.inc({ result: result === 'started' ? 'started' : 'already_started' }),
+    onFailure: (cause) => metrics.workflowStartFailures.inc({ cause }),
+  });
   const app = await createApp({
     config,
     log,
@@ -56,7 +82,9 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     workflows,
     catalog: new Catalog(pool, config.CATALOG_REFRESH_MS),
     soldOut,
-    metrics: createMetrics(() => soldOut.size),
+    metrics,
+    recentSales,
+    starter,
   });
   const server = app.listen(config.API_PORT, config.API_HOST);
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
@@ -69,6 +97,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.API_PORT;
   const url = `http://${config.API_HOST}:${port}`;
+  starter.start();
   log.info({ url }, 'api listening');
   return {
     server,
@@ -79,7 +108,8 @@ export async function startApi(config: Config, log: Logger = createLogger(config
       server.closeIdleConnections();
       const drained = await Promise.race([closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), DRAIN_MS).unref())]);
       if (!drained) server.closeAllConnections();
-      await Promise.allSettled([redis.quit(), pool.end(), workflows.close()]);
+      await starter.stop();
+      await Promise.allSettled([redis.quit(), queueRedis.quit(), pool.end(), workflows.close()]);
     },
   };
 }

@@ -1,11 +1,20 @@
-/** Prometheus metrics (prom-client) served on /metrics: purchase outcomes, latency, reservations, sold-out flags. */
+/**
+ * Prometheus metrics (prom-client) served on /metrics: purchase outcomes, latency, reservations, sold-out flags,
+ * and the start queues: entries waiting per sale, the oldest one's age, workflow starts and their failures.
+ */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 // SOLD_OUT answers held back before they are handed to prom-client in one go.
 const DEFERRED_MAX = 4096;
 
-/** @param soldOutCount reads the number of items flagged sold out in this process */
-export function createMetrics(soldOutCount: () => number) {
+/** Entries still to be started per sale id, and the oldest one's age in ms (null when empty). */
+export type QueueDepths = () => Promise<Map<number, { waiting: number; oldestAgeMs: number | null }>>;
+
+/**
+ * @param soldOutCount reads the number of items flagged sold out in this process
+ * @param queueDepths reads the start queues of the sales this process's starter watches (at each scrape)
+ */
+export function createMetrics(soldOutCount: () => number, queueDepths: QueueDepths) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
@@ -39,6 +48,30 @@ export function createMetrics(soldOutCount: () => number) {
     registers: [registry],
     collect: flushSoldOut,
   });
+  // prom-client collects all metrics of a scrape at once: the two start queue gauges share one read.
+  let reading: ReturnType<QueueDepths> | undefined;
+  const depths = () =>
+    (reading ??= queueDepths().finally(() => {
+      reading = undefined;
+    }));
+  const startQueueGauge = (name: string, help: string, value: (depth: { waiting: number; oldestAgeMs: number | null }) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['sale_id'] as const,
+      registers: [registry],
+      async collect() {
+        const all = await depths();
+        this.reset();
+        for (const [saleId, depth] of all) this.set({ sale_id: String(saleId) }, value(depth));
+      },
+    });
+  startQueueGauge('flash_sale_start_queue_waiting', 'Accepted orders whose workflow is still to be started, per sale (read from Redis at each scrape).', (d) => d.waiting);
+  startQueueGauge(
+    'flash_sale_start_queue_oldest_age_seconds',
+    'Age of the oldest accepted order still waiting for its workflow, per sale (0 when none waits).',
+    (d) => (d.oldestAgeMs ?? 0) / 1000,
+  );
   return {
     registry,
     purchaseOutcomes,
@@ -54,8 +87,19 @@ export function createMetrics(soldOutCount: () => number) {
     },
     reservations: new Counter({
       name: 'flash_sale_reservations_total',
-      help: 'Units reserved in Redis, and reservations released because the workflow could not start.',
+      help: 'Units reserved in Redis (each with its start queue entry).',
+      registers: [registry],
+    }),
+    workflowStarts: new Counter({
+      name: 'flash_sale_workflow_starts_total',
+      help: 'Order workflows started by this process\'s starter; already_started: another start got there first.',
       labelNames: ['result'] as const,
+      registers: [registry],
+    }),
+    workflowStartFailures: new Counter({
+      name: 'flash_sale_workflow_start_failures_total',
+      help: 'Workflow starts that failed, by cause; the entry is tried again.',
+      labelNames: ['cause'] as const,
       registers: [registry],
     }),
     soldOutItems: new Gauge({

@@ -10,33 +10,17 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
-import type { OrderInput, OrderStatus, PayResult, Payment } from '../domain';
-
-/** An order as its workflow's search attributes tell it (before PostgreSQL has it). */
-export interface WorkflowOrder {
-  userId: string;
-  saleId: number;
-  itemId: number;
-  status: OrderStatus;
-}
-
-/**
- * The `pay` update's answer, or why there is none: AMOUNT_MISMATCH and `invalid` were refused by the update's
- * validator (nothing written, I7); `notFound` means no running workflow (ended, or never existed).
- */
-export type PayOutcome = PayResult | { refused: 'AMOUNT_MISMATCH' } | { invalid: string } | { notFound: true };
+import type { OrderInput, Payment } from '../domain';
 
 /** What the API asks of Temporal. Unmapped failures reject with an Error carrying Temporal's name, message and code. */
 export interface Operations {
   /** Starts orderWorkflow, workflow id = orderId (I4); 'already-started' when that id exists. */
   start(order: OrderInput): Promise<'started' | 'already-started'>;
   /**
-   * @returns the order's search attributes, undefined when there is no such workflow (nor namespace)
-   * @throws when Temporal cannot tell (unreachable, thread lost)
+   * Signals `paid` to the order's workflow, so that it settles a payment PostgreSQL has accepted now rather
+   * than at its deadline; 'not-found' when the workflow has ended or is not started yet.
    */
-  describe(orderId: string): Promise<WorkflowOrder | undefined>;
-  /** Sends the payment service's word through the `pay` update. */
-  pay(orderId: string, payment: Payment): Promise<PayOutcome>;
+  signalPaid(orderId: string, payment: Payment): Promise<'signalled' | 'not-found'>;
   /** Resolves when the configured namespace answers (for /readyz). */
   checkNamespace(): Promise<void>;
 }
@@ -175,8 +159,7 @@ export async function startOrderWorkflows(config: Config, log: Logger): Promise<
     current ? current.call<T>(op, ...args) : Promise.reject(unavailable(closed ? 'Temporal client closed' : 'Temporal client thread restarting'));
   return {
     start: (order) => call('start', order),
-    describe: (orderId) => call('describe', orderId),
-    pay: (orderId, payment) => call('pay', orderId, payment),
+    signalPaid: (orderId, payment) => call('signalPaid', orderId, payment),
     checkNamespace: () => call('checkNamespace'),
     async close() {
       closed = true;

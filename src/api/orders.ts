@@ -1,18 +1,19 @@
 /**
  * Order routes.
  * GET  /api/flash-sales/orders/{orderId}          buyer: their own order; 404 for anyone else's (I6).
- * POST /api/flash-sales/orders/{orderId}/payment  payment service: update `pay` → 200 PAID, or 409
- *      PAYMENT_WINDOW_CLOSED / ORDER_NOT_PENDING (refund), 422 AMOUNT_MISMATCH.
- * Status: PostgreSQL once the order is stored there (the workflow writes every change through it), else the
- * workflow's own search attributes (the short moment before the insert).
+ * POST /api/flash-sales/orders/{orderId}/payment  payment service: 200 PAID, or 409 PAYMENT_WINDOW_CLOSED /
+ *      ORDER_NOT_PENDING (refund), 422 AMOUNT_MISMATCH; decided in PostgreSQL, from the 202 on.
+ * Status: PostgreSQL once the order is stored there (the workflow writes every change through it), else its
+ * reservation in Redis: from the 202 until its workflow stores it, the order is PENDING there (I4).
  */
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { isOrderId, type Payment } from '../domain';
-import { findOrder, type OrderRow } from '../orders';
+import { findOrder, payOrder, persistOrder, type OrderRow } from '../orders';
+import type { Reservation } from '../reservations';
 import type { BuyerState } from './auth';
 import type { AppDeps } from './app';
-import { reply } from './errors';
+import { reply, type ErrorCode } from './errors';
 
 const PaymentBody = z.object({ paymentId: z.string().min(1).max(200), amount: z.number().int().min(0) }).strict();
 
@@ -29,49 +30,82 @@ function fromRow(row: OrderRow) {
   };
 }
 
+/** A miss re-reads the recent sales when their list is older than this (ms): a sale created a moment ago. */
+const MISS_REFRESH_MS = 500;
+
+/** @returns the reservation of an order PostgreSQL does not hold yet, with its sale, or undefined */
+async function reservationOf({ store, recentSales }: AppDeps, orderId: string): Promise<(Reservation & { saleId: number }) | undefined> {
+  return (await store.findReservation(await recentSales.ids(), orderId)) ?? store.findReservation(await recentSales.ids(MISS_REFRESH_MS), orderId);
+}
+
 /** GET handler: the buyer's own order or 404 ORDER_NOT_FOUND (unknown, malformed or someone else's). */
-export function getOrderHandler({ pool, workflows }: AppDeps) {
+export function getOrderHandler(deps: AppDeps) {
   return async function getOrder(ctx: Context): Promise<void> {
     const { buyerId } = ctx.state as BuyerState;
     const orderId: string = ctx.params.orderId;
     if (!isOrderId(orderId)) return reply(ctx, 'ORDER_NOT_FOUND');
-    const row = await findOrder(pool, orderId);
+    const row = await findOrder(deps.pool, orderId);
     if (row) {
       if (row.userId !== buyerId) return reply(ctx, 'ORDER_NOT_FOUND');
       ctx.body = fromRow(row);
       return;
     }
-    const order = await workflows.describe(orderId);
-    if (order?.userId !== buyerId) return reply(ctx, 'ORDER_NOT_FOUND');
-    ctx.body = { orderId, saleId: order.saleId, itemId: order.itemId, status: order.status };
+    const held = await reservationOf(deps, orderId);
+    const item = held?.userId === buyerId ? await deps.catalog.get(held.itemId) : undefined;
+    if (!held || !item) return reply(ctx, 'ORDER_NOT_FOUND');
+    // The same terms reserve.lua queued for the workflow: the price and window of the item at the 202.
+    ctx.body = {
+      orderId,
+      saleId: held.saleId,
+      itemId: held.itemId,
+      status: 'PENDING',
+      priceMinor: item.priceMinor,
+      paymentDeadline: new Date(held.reservedAtMs + item.paymentWindowMs).toISOString(),
+    };
   };
 }
 
-/** POST handler for the payment service (already authenticated by its bearer credential). */
-export function paymentHandler({ pool, workflows, log }: AppDeps) {
+/**
+ * Stores an accepted order that has no row yet (its workflow not started, or not run), from its reservation
+ * and the item's terms, as its workflow would (persistOrder is idempotent; the workflow finds the row later).
+ * Refuses first, writing nothing, a payment the order could not take: a wrong amount, or a deadline past.
+ * @returns undefined once stored, or the refusal
+ */
+async function storeAccepted(deps: AppDeps, orderId: string, payment: Payment): Promise<ErrorCode | undefined> {
+  const held = await reservationOf(deps, orderId);
+  const item = held ? await deps.catalog.get(held.itemId) : undefined;
+  if (!held || !item) return 'ORDER_NOT_FOUND';
+  if (payment.amount !== item.priceMinor) return 'AMOUNT_MISMATCH';
+  const deadlineMs = held.reservedAtMs + item.paymentWindowMs;
+  if (Date.now() >= deadlineMs) return 'PAYMENT_WINDOW_CLOSED';
+  const order = { ...held, priceMinor: item.priceMinor, paymentWindowMs: item.paymentWindowMs };
+  await persistOrder(deps.pool, order, new Date(deadlineMs));
+  return undefined;
+}
+
+/**
+ * POST handler for the payment service (already authenticated by its bearer credential). PostgreSQL decides
+ * (orders.payOrder), so the answer waits for no workflow task; the order's workflow is then signalled, so
+ * that it settles now (OrderPaid) rather than at its deadline, where it would find the row PAID anyway.
+ */
+export function paymentHandler(deps: AppDeps) {
+  const { pool, workflows, log } = deps;
   return async function pay(ctx: Context): Promise<void> {
     const orderId: string = ctx.params.orderId;
     if (!isOrderId(orderId)) return reply(ctx, 'ORDER_NOT_FOUND');
     const body = PaymentBody.safeParse(ctx.request.body);
     if (!body.success) return reply(ctx, 'INVALID_BODY', { details: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`) });
     const payment: Payment = body.data;
-    const outcome = await workflows.pay(orderId, payment);
-    // Refused by the update's validator, so nothing was written to the workflow's history (I7).
-    if ('refused' in outcome) return reply(ctx, outcome.refused, { orderId });
-    if ('invalid' in outcome) return reply(ctx, 'INVALID_BODY', { details: [outcome.invalid] });
-    if ('error' in outcome) return reply(ctx, outcome.error, { orderId });
-    if ('status' in outcome) {
-      log.info({ orderId, paymentId: payment.paymentId }, 'payment accepted');
-      ctx.body = { orderId, status: 'PAID', paymentId: outcome.paymentId };
-      return;
+    let result = await payOrder(pool, orderId, payment.paymentId, payment.amount);
+    if (!result) {
+      const refusal = await storeAccepted(deps, orderId, payment);
+      if (refusal) return reply(ctx, refusal, refusal === 'ORDER_NOT_FOUND' ? undefined : { orderId });
+      result = await payOrder(pool, orderId, payment.paymentId, payment.amount);
+      if (!result) return reply(ctx, 'ORDER_NOT_FOUND');
     }
-    // The workflow has ended (or never existed): PostgreSQL holds the final word.
-    const row = await findOrder(pool, orderId);
-    if (!row) return reply(ctx, 'ORDER_NOT_FOUND');
-    if (row.status === 'PAID' && row.paymentId === payment.paymentId) {
-      ctx.body = { orderId, status: 'PAID', paymentId: row.paymentId };
-      return;
-    }
-    return reply(ctx, row.status === 'EXPIRED' ? 'PAYMENT_WINDOW_CLOSED' : 'ORDER_NOT_PENDING', { orderId });
+    if ('error' in result) return reply(ctx, result.error, { orderId });
+    log.info({ orderId, paymentId: payment.paymentId }, 'payment accepted');
+    workflows.signalPaid(orderId, payment).catch((err: unknown) => log.warn({ err: (err as Error).message, orderId }, 'paid signal not delivered; the workflow settles at its deadline'));
+    ctx.body = { orderId, status: 'PAID', paymentId: result.paymentId };
   };
 }

@@ -1,8 +1,9 @@
 /**
  * POST /api/flash-sales/items/{itemId}/purchase — the front door of the stampede.
- * 202 PENDING once a unit is reserved in Redis and the order's workflow has started; 409 ALREADY_PURCHASED
- * (with the buyer's own live orderId); 410 SOLD_OUT; 400/403/404/503 otherwise, each changing nothing (I7),
- * but for a 503 after a workflow start that Temporal cannot account for: that reservation is the reconciler's.
+ * 202 PENDING (with the payment deadline) once Redis holds the reservation and its start queue entry, written
+ * together by reserve.lua; the starter (starter.ts) starts the order's workflow afterwards, so no purchase
+ * waits for Temporal (I4). 409 ALREADY_PURCHASED (with the buyer's own live orderId); 410 SOLD_OUT;
+ * 400/403/404/503 otherwise, each changing nothing (I7).
  * Cheap path, all synchronous and before the catalog, the sale window and any Redis call: id parse → sold-out
  * flag (memory) → 410 once the bearer token is present and JWT-shaped; its signature and claims are checked
  * only when the answer depends on who the buyer is (SOLD_OUT_VERIFIES_TOKEN=true checks them first).
@@ -14,15 +15,6 @@ import { parseId } from '../domain';
 import { hasBearerJwt, refuseToken, type Authentication, type BuyerAuthenticator } from './auth';
 import type { AppDeps } from './app';
 import { reply, type ErrorCode } from './errors';
-import type { OrderWorkflows } from './orderWorkflows';
-
-/** @returns whether a workflow with this id exists; undefined when Temporal cannot tell */
-function workflowExists(workflows: OrderWorkflows, workflowId: string): Promise<boolean | undefined> {
-  return workflows.describe(workflowId).then(
-    (order) => order !== undefined,
-    () => undefined,
-  );
-}
 
 // As @koa/router matched it: letter case ignored, one trailing slash allowed.
 const PURCHASE_PATH = /^\/api\/flash-sales\/items\/([^/]+)\/purchase\/?$/i;
@@ -60,7 +52,7 @@ interface Attempt {
  * @param replyToError answers what the route throws (the app's JSON error replies) and returns the code it answered
  */
 export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, replyToError: (ctx: Context, err: unknown) => ErrorCode) {
-  const { catalog, store, soldOut, workflows, metrics, log, config } = deps;
+  const { catalog, store, soldOut, starter, recentSales, metrics, log, config } = deps;
 
   const debug = log.isLevelEnabled('debug');
   // The answer for a sold-out item is the same for every buyer and acts on no one's behalf (I6, I7), so its
@@ -94,7 +86,7 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     const { ctx } = attempt;
     if (code === 'PENDING') {
       ctx.status = 202;
-      ctx.body = { orderId: details?.orderId, status: 'PENDING' };
+      ctx.body = { orderId: details?.orderId, status: 'PENDING', paymentDeadline: details?.paymentDeadline };
     } else {
       reply(ctx, code, details);
     }
@@ -114,19 +106,27 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     const { itemId } = attempt;
     if (itemId === undefined) return answer(attempt, 'INVALID_ITEM_ID');
     if (config.SOLD_OUT_CACHE && soldOut.has(itemId)) return answer(attempt, 'SOLD_OUT');
-    return reserveAndStart(attempt, buyerId, itemId);
+    return reserve(attempt, buyerId, itemId);
   };
 
-  const reserveAndStart = async (attempt: Attempt, buyerId: string, itemId: number): Promise<void> => {
+  const reserve = async (attempt: Attempt, buyerId: string, itemId: number): Promise<void> => {
     const item = await catalog.get(itemId);
     if (!item) return answer(attempt, 'ITEM_NOT_FOUND');
     const now = Date.now();
     if (now < item.startsAtMs || now >= item.endsAtMs) return answer(attempt, 'SALE_NOT_ACTIVE');
 
-    const orderId = randomUUID();
+    const order = {
+      orderId: randomUUID(),
+      saleId: item.saleId,
+      itemId,
+      userId: buyerId,
+      priceMinor: item.priceMinor,
+      paymentWindowMs: item.paymentWindowMs,
+      reservedAtMs: now,
+    };
     let outcome;
     try {
-      outcome = await store.reserve(item.saleId, itemId, buyerId, orderId, now);
+      outcome = await store.reserve(order);
     } catch (err) {
       log.warn({ err, itemId, userId: buyerId }, 'redis unavailable for reserve');
       return answer(attempt, 'SERVICE_UNAVAILABLE');
@@ -141,41 +141,13 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
         log.error({ itemId, saleId: item.saleId }, 'stock not loaded in redis: run `npm run sale -- load`');
         return answer(attempt, 'STOCK_NOT_LOADED');
     }
-    metrics.reservations.inc({ result: 'reserved' });
+    metrics.reservations.inc();
     if (outcome.stockLeft === 0) soldOut.flag(item.saleId, itemId);
-
-    try {
-      // 'already-started' too means the order has its workflow (the reconciler adopted a slow start first, I4).
-      await workflows.start({
-        orderId,
-        saleId: item.saleId,
-        itemId,
-        userId: buyerId,
-        priceMinor: item.priceMinor,
-        paymentWindowMs: item.paymentWindowMs,
-        reservedAtMs: now,
-      });
-    } catch (err) {
-      // The start may have reached the server even though we saw an error (a timeout, or the reconciler
-      // adopting a slow start): then the order has its workflow and is accepted (I4).
-      const exists = await workflowExists(workflows, orderId);
-      if (exists) return answer(attempt, 'PENDING', { orderId });
-      if (exists === undefined) {
-        // Releasing now could hand back the unit of a workflow that did start (I1). The reservation stays;
-        // the reconciler finds its workflow or starts one (I4), and the buyer's retry gets 409 with this order.
-        log.warn({ err, orderId, itemId, userId: buyerId }, 'workflow start failed and Temporal cannot tell whether it began; reservation left to the reconciler');
-        return answer(attempt, 'SERVICE_UNAVAILABLE');
-      }
-      // No workflow, no promise: give the unit back before saying 503. If this release fails too, the
-      // reconciler finds the reservation without a workflow and adopts it.
-      log.warn({ err, orderId, itemId, userId: buyerId }, 'workflow start failed; releasing reservation');
-      await store
-        .release(item.saleId, itemId, orderId)
-        .then(() => metrics.reservations.inc({ result: 'released_start_failed' }))
-        .catch((releaseErr) => log.error({ err: releaseErr, orderId, itemId }, 'release after failed start failed'));
-      return answer(attempt, 'SERVICE_UNAVAILABLE');
-    }
-    return answer(attempt, 'PENDING', { orderId });
+    // The reservation and its start queue entry are in Redis: the order is accepted, its workflow is the
+    // starter's to start (I4). This process's starter is told, so the start does not wait for its next poll.
+    recentSales.add(item.saleId);
+    starter.notice(item.saleId);
+    return answer(attempt, 'PENDING', { orderId: order.orderId, paymentDeadline: new Date(now + item.paymentWindowMs).toISOString() });
   };
 
   return function purchaseRouteMiddleware(ctx: Context, next: Next): void | Promise<void> {

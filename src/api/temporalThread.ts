@@ -1,21 +1,14 @@
 /**
  * Worker-thread side of OrderWorkflows (see orderWorkflows.ts): connects @temporalio/client, answers the
  * operations the API needs, and maps Temporal's errors to outcomes the request thread can act on. Errors it
- * cannot map (Temporal unreachable, an update timing out) go back as { name, message, code, stack }.
+ * cannot map (Temporal unreachable, a call past its deadline) go back as { name, message, code, stack }.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import {
-  ApplicationFailure,
-  type Client,
-  NamespaceNotFoundError,
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowNotFoundError,
-  WorkflowUpdateFailedError,
-} from '@temporalio/client';
+import { type Client, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Config } from '../config';
-import type { OrderInput, OrderStatus, Payment } from '../domain';
+import type { OrderInput, Payment } from '../domain';
 import { connectTemporal, startOrderWorkflow } from '../temporal';
-import { ItemIdKey, OrderStatusKey, payUpdate, SaleIdKey, UserIdKey } from '../workflows/definitions';
+import { paidSignal } from '../workflows/definitions';
 import type { Operations, SerializedError, ThreadReply, ThreadRequest } from './orderWorkflows';
 
 /**
@@ -42,31 +35,12 @@ function operations(client: Client, config: Config): Operations {
         throw err;
       }
     },
-    async describe(orderId: string) {
+    async signalPaid(orderId: string, payment: Payment) {
       try {
-        const attrs = (await client.workflow.getHandle(orderId).describe()).typedSearchAttributes;
-        return {
-          userId: attrs.get(UserIdKey) as string,
-          saleId: attrs.get(SaleIdKey) as number,
-          itemId: attrs.get(ItemIdKey) as number,
-          status: attrs.get(OrderStatusKey) as OrderStatus,
-        };
+        await client.workflow.getHandle(orderId).signal(paidSignal, payment);
+        return 'signalled' as const;
       } catch (err) {
-        // No workflow can exist in a namespace that does not.
-        if (err instanceof WorkflowNotFoundError || err instanceof NamespaceNotFoundError) return undefined;
-        throw err;
-      }
-    },
-    async pay(orderId: string, payment: Payment) {
-      try {
-        return await client.workflow.getHandle(orderId).executeUpdate(payUpdate, { args: [payment] });
-      } catch (err) {
-        if (err instanceof WorkflowUpdateFailedError) {
-          // Refused by the update's validator, so nothing was written to the workflow's history (I7).
-          if (err.cause instanceof ApplicationFailure && err.cause.type === 'AMOUNT_MISMATCH') return { refused: 'AMOUNT_MISMATCH' as const };
-          return { invalid: err.cause?.message ?? err.message };
-        }
-        if (err instanceof WorkflowNotFoundError) return { notFound: true as const };
+        if (err instanceof WorkflowNotFoundError) return 'not-found' as const;
         throw err;
       }
     },

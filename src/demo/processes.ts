@@ -1,6 +1,8 @@
-/** Starts the API and the worker as child processes (as an operator would run them) and stops them. */
+/** Starts the API and the worker as child processes (as an operator would run them) and stops them, on ports found free. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
 const ROOT = join(__dirname, '..', '..');
@@ -49,4 +51,13 @@ export function startChild(name: string, script: string, env: NodeJS.ProcessEnv,
       clearTimeout(timer);
     },
   };
+}
+
+/** @returns a loopback TCP port that was free a moment ago (for a child process's API_PORT) */
+export async function freePort(): Promise<number> {
+  const probe = createServer().listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
 }

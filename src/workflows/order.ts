@@ -1,39 +1,31 @@
 /**
  * orderWorkflow: one execution per accepted order (workflow id = orderId) that keeps the 202's promise (I4):
- * publish OrderPlaced → persist in PostgreSQL → wait for payment up to the payment window → PAID, or
- * compensation (EXPIRED, sold − 1, unit back in Redis, OrderExpired). If PostgreSQL refuses the order it
- * ends REJECTED and the unit goes back. All I/O is in activities; time is workflow time.
+ * store the order and publish OrderPlaced → wait for payment until the deadline the buyer was shown → PAID,
+ * or compensation (EXPIRED, sold − 1, unit back in Redis, OrderExpired). If PostgreSQL refuses the order it
+ * ends REJECTED and the unit goes back. All I/O is in local activities; time is workflow time.
  *
- * Payment and deadline race: the status leaves PENDING in the same synchronous step that reads whether a
- * payment was accepted, so a payment is either accepted (and the unit stays sold) or refused — never both.
- * The side effects of that decision run as regular activities, scheduled by the workflow task that records
- * the decision: if a signal lands while that task runs, the server refuses the task, nothing has happened
- * yet, and the replay decides again with the signal in view. (As local activities they would already have
- * run inside the refused task.)
+ * Payment and deadline race: PostgreSQL decides, not this workflow. A payment (update `pay`, signal `paid`,
+ * or the payment route, which writes PostgreSQL itself and then signals) is a conditional UPDATE that needs
+ * the order PENDING with its deadline ahead by PostgreSQL's clock; the expiry, run when the timer fires at the
+ * deadline, is one that needs it PENDING (src/orders.ts). Exactly one wins, and the workflow follows the row.
+ * So a local activity that runs inside a workflow task the server refuses (a signal landed meanwhile) has only
+ * done what PostgreSQL had decided, and its replay does it again, with one effect (I5).
+ *
+ * Two workflow tasks per order when nothing goes wrong: the first stores the order and arms the timer; the
+ * second, woken by the payment or the timer, settles and completes. The search attribute OrderStatus is set
+ * once, to the final status, in that last task.
  */
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  allHandlersFinished,
-  condition,
-  log,
-  proxyActivities,
-  proxyLocalActivities,
-  setHandler,
-  upsertSearchAttributes,
-} from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import { orderEvent, type OrderEventType, type OrderInput, type OrderStatus, type OrderView, type PayResult, type Payment } from '../domain';
+import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import type { Activities, Settled } from '../activities';
+import { orderEvent, type OrderInput, type OrderView, type PayResult, type Payment } from '../domain';
 import { OrderStatusKey, paidSignal, payUpdate, statusQuery } from './definitions';
 
 const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
-// Steps before any decision (publish OrderPlaced, persist, release of a rejected order) are short and
-// repeatable, so they run as local activities: no server round trip each, which is where the dev server's
-// single SQLite writer spends its time.
 const local = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry });
-const settled = proxyActivities<Activities>({ startToCloseTimeout: '30 seconds', retry });
 
 const MAX_PAYMENT_ID = 200;
+/** Wait before settling again when the row's deadline is later than this workflow's (a row stored on other terms). */
+const SETTLE_AGAIN_MS = 1000;
 
 /** A payment as the payment service must send it, or why it is not one. */
 function checkPayment(p: unknown): { ok: true; payment: Payment } | { ok: false; paymentId?: string } {
@@ -47,14 +39,13 @@ function checkPayment(p: unknown): { ok: true; payment: Payment } | { ok: false;
 
 /** @returns the final view of the order (PAID, EXPIRED or REJECTED) */
 export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
-  // The window runs from when the workflow first runs, which is at or after the 202: a buyer never gets less
-  // than the promised window, and a backlogged worker does not eat into it.
-  const deadlineMs = Date.now() + input.paymentWindowMs;
+  // The window runs from the 202 (the reservation): the deadline the buyer is shown from then on, and the one
+  // PostgreSQL enforces. The buyer can pay from the 202 on (the payment route stores the order itself if this
+  // workflow has not yet), so no backlog here eats into it.
+  const deadlineMs = input.reservedAtMs + input.paymentWindowMs;
   const deadline = new Date(deadlineMs).toISOString();
-  let status: OrderStatus = 'PENDING';
-  let persisted = false;
-  let payment: Payment | undefined;
-  let reason: string | undefined;
+  let placed: Settled | undefined;
+  let settled: Settled | undefined;
   const refunds: { payment: Payment; reason: string }[] = [];
 
   const view = (): OrderView => ({
@@ -62,28 +53,23 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
     saleId: input.saleId,
     itemId: input.itemId,
     userId: input.userId,
-    status,
+    status: settled?.status ?? 'PENDING',
     priceMinor: input.priceMinor,
     deadline,
-    ...(payment && { paymentId: payment.paymentId }),
-    ...(reason && { reason }),
+    ...(settled?.paymentId && { paymentId: settled.paymentId }),
+    ...(settled?.reason && { reason: settled.reason }),
   });
 
-  // Decides a payment synchronously against the current status; waits only until the order is in PostgreSQL,
-  // so that a payment never races the insert.
-  const decide = async (p: Payment): Promise<PayResult> => {
-    await condition(() => persisted || status !== 'PENDING');
-    if (payment !== undefined && payment.paymentId === p.paymentId) return { status: 'PAID', paymentId: p.paymentId };
-    if (status === 'PENDING' && payment === undefined) {
-      if (p.amount !== input.priceMinor) return { error: 'AMOUNT_MISMATCH' };
-      payment = p;
-      return { status: 'PAID', paymentId: p.paymentId };
-    }
-    return { error: status === 'EXPIRED' ? 'PAYMENT_WINDOW_CLOSED' : 'ORDER_NOT_PENDING' };
+  // A payment is decided once the order has its row; an accepted one settles the order (PAID) at once.
+  const pay = async (p: Payment): Promise<PayResult> => {
+    await condition(() => placed !== undefined);
+    const result = await local.payOrder(input, p);
+    if ('status' in result) settled ??= { status: 'PAID', paymentId: result.paymentId };
+    return result;
   };
 
   setHandler(statusQuery, view);
-  setHandler(payUpdate, decide, {
+  setHandler(payUpdate, pay, {
     // Refused before it is written to history: a malformed or mispriced payment leaves no trace (I7).
     validator: (p: Payment) => {
       const checked = checkPayment(p);
@@ -104,48 +90,29 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
       if (checked.paymentId) refunds.push({ payment: { paymentId: checked.paymentId, amount: 0 }, reason: 'INVALID_PAYMENT' });
       return;
     }
-    const result = await decide(checked.payment);
+    const result = await pay(checked.payment);
     if ('error' in result) refunds.push({ payment: checked.payment, reason: result.error });
   });
 
-  const event = (type: OrderEventType, extra: Parameters<typeof orderEvent>[3] = {}) => orderEvent(type, input, new Date(), extra);
-  const setStatus = (next: OrderStatus) => {
-    status = next;
-    upsertSearchAttributes([{ key: OrderStatusKey, value: next }]);
-  };
-
-  await local.publishEvent(event('OrderPlaced'));
-  let stored;
   try {
-    stored = await local.persistOrder(input, deadline);
+    placed = await local.placeOrder(input, deadline);
   } catch (err) {
+    // PostgreSQL refused the row itself (a constraint the order cannot meet): nothing holds the unit but Redis.
     if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable)) throw err;
-    stored = { status: 'REJECTED' as const, reason: err.cause.type ?? 'CONSTRAINT_VIOLATION' };
+    placed = settled = await local.rejectUnstored(input, err.cause.type ?? 'CONSTRAINT_VIOLATION');
   }
-
-  if (stored.status === 'REJECTED') {
-    reason = stored.reason ?? undefined;
-    setStatus('REJECTED');
-    await local.releaseReservation(input.saleId, input.itemId, input.orderId);
-    await local.publishEvent(event('OrderRejected', { reason }));
-  } else {
-    persisted = true;
-    await condition(() => payment !== undefined, Math.max(0, deadlineMs - Date.now()));
-    // Read and decided in one synchronous step: no handler can slip in between.
-    if (payment) {
-      const paid: Payment = payment;
-      setStatus('PAID');
-      const storedPaymentId = await settled.settlePaid(input.orderId, paid.paymentId, event('OrderPaid', { paymentId: paid.paymentId, amount: paid.amount }));
-      if (storedPaymentId !== paid.paymentId) refunds.push({ payment: paid, reason: 'ORDER_NOT_PENDING' });
-    } else {
-      setStatus('EXPIRED');
-      await settled.compensate(input.saleId, input.itemId, input.orderId, event('OrderExpired'));
-    }
+  if (placed.status === 'PENDING') await condition(() => settled !== undefined, Math.max(0, deadlineMs - Date.now()));
+  while (!settled) {
+    const outcome = await local.settleOrder(input, Date.now());
+    if (outcome.status !== 'PENDING') settled = outcome;
+    else await sleep(SETTLE_AGAIN_MS);
   }
+  upsertSearchAttributes([{ key: OrderStatusKey, value: settled.status }]);
 
   await condition(allHandlersFinished);
   for (const refund of refunds) {
-    await settled.publishEvent(event('PaymentRefundRequired', { paymentId: refund.payment.paymentId, amount: refund.payment.amount, reason: refund.reason }));
+    const event = orderEvent('PaymentRefundRequired', input, new Date(), { paymentId: refund.payment.paymentId, amount: refund.payment.amount, reason: refund.reason });
+    await local.publishEvent(event);
   }
   return view();
 }

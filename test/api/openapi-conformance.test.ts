@@ -14,7 +14,7 @@ const purchase = '/api/flash-sales/items/12/purchase';
 
 describe('validateResponse accepts documented responses', () => {
   test.each([
-    ['202 PENDING', observed('POST', purchase, 202, { orderId: randomUUID(), status: 'PENDING' })],
+    ['202 PENDING', observed('POST', purchase, 202, { orderId: randomUUID(), status: 'PENDING', paymentDeadline: new Date().toISOString() })],
     ['409 with the held order', observed('POST', purchase, 409, { error: 'ALREADY_PURCHASED', orderId: randomUUID() })],
     ['410 SOLD_OUT', observed('POST', purchase, 410, { error: 'SOLD_OUT' })],
     ['503 with Retry-After', observed('POST', purchase, 503, { error: 'SERVICE_UNAVAILABLE' }, { 'retry-after': '1' })],
@@ -28,8 +28,9 @@ describe('validateResponse accepts documented responses', () => {
 
 describe('validateResponse rejects what the document does not say', () => {
   test.each([
-    ['an extra property on 202', observed('POST', purchase, 202, { orderId: randomUUID(), status: 'PENDING', userId: 'x' })],
-    ['a non-uuid orderId', observed('POST', purchase, 202, { orderId: '42', status: 'PENDING' })],
+    ['an extra property on 202', observed('POST', purchase, 202, { orderId: randomUUID(), status: 'PENDING', paymentDeadline: new Date().toISOString(), userId: 'x' })],
+    ['a non-uuid orderId', observed('POST', purchase, 202, { orderId: '42', status: 'PENDING', paymentDeadline: new Date().toISOString() })],
+    ['a 202 without its deadline', observed('POST', purchase, 202, { orderId: randomUUID(), status: 'PENDING' })],
     ['409 without orderId', observed('POST', purchase, 409, { error: 'ALREADY_PURCHASED' })],
     ['an undocumented error code', observed('POST', purchase, 410, { error: 'GONE_FISHING' })],
     ['an undocumented status', observed('POST', purchase, 418, { error: 'SOLD_OUT' })],

@@ -1,10 +1,11 @@
 /**
  * Operator routes: /healthz, /readyz (Redis, PostgreSQL, Temporal up), /metrics (purchase outcomes counted by
- * code, for exactly the answers this suite's API gave) and /openapi.json (the repository's document).
+ * code, for exactly the answers this suite's API gave, and the start queue) and /openapi.json (the repository's
+ * document).
  * Every response is checked against openapi.yaml.
  */
 import { randomUUID } from 'node:crypto';
-import { buyerToken, createTestSale, testConfig, type Clients } from '../helpers';
+import { buyerToken, createTestSale, eventually, testConfig, type Clients } from '../helpers';
 import { openApiDocument, type Http } from '../openapi';
 import { useAppHarness } from './harness';
 
@@ -58,9 +59,17 @@ test('/metrics counts each purchase answer under its code', async () => {
     [...reply.text.matchAll(/^flash_sale_purchase_outcomes_total\{code="([A-Z_]+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]),
   );
   expect(counted).toEqual({ PENDING: 2, ALREADY_PURCHASED: 1, SOLD_OUT: 3, INVALID_ITEM_ID: 1, ITEM_NOT_FOUND: 1, TOKEN_MISSING: 1, TOKEN_INVALID: 1 });
-  expect(reply.text).toMatch(/^flash_sale_reservations_total\{result="reserved"\} 2$/m);
+  expect(reply.text).toMatch(/^flash_sale_reservations_total 2$/m);
   expect(reply.text).toMatch(/^flash_sale_sold_out_items 1$/m);
   expect(reply.text).toMatch(/^flash_sale_purchase_duration_seconds_count\{code="SOLD_OUT"\} 3$/m);
+
+  // The starter started both orders' workflows: the sale's start queue is empty, its oldest entry age 0.
+  await eventually(async () => {
+    const text = (await call('GET', '/metrics')).text;
+    expect(text).toMatch(new RegExp(`^flash_sale_start_queue_waiting\\{sale_id="${sale.saleId}"\\} 0$`, 'm'));
+    expect(text).toMatch(new RegExp(`^flash_sale_start_queue_oldest_age_seconds\\{sale_id="${sale.saleId}"\\} 0$`, 'm'));
+    expect(Number(/^flash_sale_workflow_starts_total\{result="started"\} (\d+)$/m.exec(text)?.[1])).toBeGreaterThanOrEqual(2);
+  });
 });
 
 test('/openapi.json → the document in openapi.yaml', async () => {

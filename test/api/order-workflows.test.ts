@@ -11,6 +11,7 @@ import { startOrderWorkflows, type OrderWorkflows } from '../../src/api/orderWor
 import type { OrderInput } from '../../src/domain';
 import { createLogger } from '../../src/logger';
 import { connectTemporal } from '../../src/temporal';
+import { ItemIdKey, OrderStatusKey, SaleIdKey, UserIdKey } from '../../src/workflows/definitions';
 import { recordWorkerThreads, testConfig, until } from '../helpers';
 
 const config = testConfig({ TEMPORAL_TASK_QUEUE: `order-workflows-${randomUUID()}` });
@@ -46,24 +47,25 @@ function order(): OrderInput {
   return { orderId, saleId: 1, itemId: 2, userId: 'buyer-ow', priceMinor: 500, paymentWindowMs: 600_000, reservedAtMs: Date.now() };
 }
 
-test('start, a second start of the same order id, and describe: outcomes cross the thread, and this thread enables no AsyncLocalStorage', async () => {
+test('start, a second start of the same order id and a paid signal: outcomes cross the thread, the workflow carries its search attributes, and this thread enables no AsyncLocalStorage', async () => {
   temporalRuns.length = 0;
   const input = order();
   await expect(workflows.start(input)).resolves.toBe('started');
   await expect(workflows.start(input)).resolves.toBe('already-started');
-  await expect(workflows.describe(input.orderId)).resolves.toEqual({ userId: 'buyer-ow', saleId: 1, itemId: 2, status: 'PENDING' });
+  await expect(workflows.signalPaid(input.orderId, { paymentId: 'p-ow', amount: 500 })).resolves.toBe('signalled');
   await expect(workflows.checkNamespace()).resolves.toBeUndefined();
   expect(temporalRuns).toEqual([]);
+  const attrs = (await temporal.workflow.getHandle(input.orderId).describe()).typedSearchAttributes;
+  expect([attrs.get(UserIdKey), attrs.get(SaleIdKey), attrs.get(ItemIdKey), attrs.get(OrderStatusKey)]).toEqual(['buyer-ow', 1, 2, 'PENDING']);
 });
 
-test('an order id without a workflow: describe → undefined, pay → notFound; an unknown namespace: describe → undefined, pay → unavailable', async () => {
+test('an order id without a workflow: signalPaid → not-found; an unknown namespace: start and signalPaid → unavailable', async () => {
   const orderId = randomUUID();
-  await expect(workflows.describe(orderId)).resolves.toBeUndefined();
-  await expect(workflows.pay(orderId, { paymentId: 'p-1', amount: 500 })).resolves.toEqual({ notFound: true });
+  await expect(workflows.signalPaid(orderId, { paymentId: 'p-1', amount: 500 })).resolves.toBe('not-found');
   const elsewhere = await startOrderWorkflows(testConfig({ TEMPORAL_NAMESPACE: `no-such-namespace-${randomUUID()}` }), log);
   try {
-    await expect(elsewhere.describe(orderId)).resolves.toBeUndefined();
-    const err = await elsewhere.pay(orderId, { paymentId: 'p-1', amount: 500 }).catch((e: unknown) => e);
+    expect(isUnavailable(await elsewhere.start(order()).catch((e: unknown) => e))).toBe(true);
+    const err = await elsewhere.signalPaid(orderId, { paymentId: 'p-1', amount: 500 }).catch((e: unknown) => e);
     expect(isUnavailable(err)).toBe(true);
   } finally {
     await elsewhere.close();
@@ -82,7 +84,7 @@ test('a namespace that does not exist: the check rejects with the gRPC status NO
 test('once the thread has stopped, every call rejects with an error the API answers 503', async () => {
   const stopping = await startOrderWorkflows(config, log);
   await stopping.close();
-  const err = await stopping.describe(randomUUID()).catch((e: unknown) => e);
+  const err = await stopping.checkNamespace().catch((e: unknown) => e);
   expect(err).toMatchObject({ name: 'ServiceError' });
   expect(isUnavailable(err)).toBe(true);
   await expect(stopping.start(order())).rejects.toMatchObject({ name: 'ServiceError' });
@@ -94,10 +96,10 @@ test('a client thread that dies is replaced: calls reject as unavailable meanwhi
   try {
     expect(spawned).toHaveLength(1);
     await spawned[0].terminate();
-    const err = await restarting.describe(randomUUID()).catch((e: unknown) => e);
+    const err = await restarting.checkNamespace().catch((e: unknown) => e);
     expect(isUnavailable(err)).toBe(true);
     const again = await until('the replacement thread answers', () =>
-      restarting.describe(randomUUID()).then(
+      restarting.checkNamespace().then(
         () => true,
         () => false,
       ),

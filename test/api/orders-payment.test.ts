@@ -1,7 +1,7 @@
 /**
  * Orders and payment over HTTP with a real worker running the order workflows: a buyer sees only their own
  * order (I6: someone else's is indistinguishable from an unknown id), and the payment service's route
- * (its own bearer credential) drives the workflow's `pay` update: PAID once, idempotent per paymentId,
+ * (its own bearer credential) is decided in PostgreSQL: PAID once, idempotent per paymentId,
  * ORDER_NOT_PENDING for a second payment, AMOUNT_MISMATCH for a wrong amount. Every response is checked
  * against openapi.yaml.
  */
@@ -54,7 +54,7 @@ describe('reading an order', () => {
     const alice = await buy('reader-alice');
     const bob = await buyerToken(config, `reader-bob-${run}`);
 
-    // Right after the 202 (the row may not be in PostgreSQL yet: the workflow's search attributes answer) …
+    // Right after the 202 (the row may not be in PostgreSQL yet: the order's reservation in Redis answers) …
     const unknown = await call('GET', orderPath(randomUUID()), { token: bob });
     expect(unknown.status).toBe(404);
     expect(unknown.body).toEqual({ error: 'ORDER_NOT_FOUND' });

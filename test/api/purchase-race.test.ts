@@ -12,7 +12,7 @@ import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservations';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
-import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
+import { bounded, buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http, type ApiReply, type Http } from '../openapi';
 
 const run = randomUUID().slice(0, 8);
@@ -49,20 +49,6 @@ afterAll(async () => {
   await clients?.close();
 });
 
-/** Runs tasks with at most `limit` in flight (like an HTTP agent with `limit` connections). */
-async function bounded<T>(limit: number, tasks: (() => Promise<T>)[]): Promise<T[]> {
-  const results: T[] = new Array(tasks.length);
-  let next = 0;
-  const lane = async () => {
-    while (next < tasks.length) {
-      const i = next++;
-      results[i] = await tasks[i]();
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, lane));
-  return results;
-}
-
 function statusCounts(replies: ApiReply[]): Record<number, number> {
   const counts: Record<number, number> = {};
   for (const r of replies) counts[r.status] = (counts[r.status] ?? 0) + 1;
@@ -94,8 +80,6 @@ function watchStock(saleId: number, itemId: number) {
 async function stockOf(saleId: number, itemId: number): Promise<number | undefined> {
   return (await clients.store.stock(saleId, [itemId])).get(itemId);
 }
-
-/** Polls until check() stops throwing, up to timeoutMs; rethrows its last error. */
 
 async function tokensFor(prefix: string, count: number): Promise<{ buyer: string; token: string }[]> {
   return Promise.all(

@@ -1,10 +1,11 @@
 /**
  * ReservationStore (reserve.lua / release.lua) directly against the real Redis: a release frees exactly the
  * order it names, once (I2, I4, I5), and the scripts survive a flushed script cache (EVALSHA → EVAL).
- * Each test uses its own sale, whose keys are deleted afterwards so no reconciler finds these orderless
- * reservations.
+ * Each test uses its own sale, whose keys (start queue included) are deleted afterwards so that no starter
+ * starts workflows for these orders.
  */
 import { randomUUID } from 'node:crypto';
+import type { OrderInput } from '../../src/domain';
 import { saleKeys } from '../../src/reservations';
 import type { Sale } from '../../src/sales';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
@@ -20,10 +21,15 @@ beforeAll(() => {
 afterAll(async () => {
   for (const sale of sales) {
     const keys = saleKeys(sale.saleId);
-    await clients.redis.del(keys.buyers, keys.reservations, ...sale.items.map((i) => keys.stock(i.itemId)));
+    await clients.redis.del(keys.buyers, keys.reservations, keys.startQueue, ...sale.items.map((i) => keys.stock(i.itemId)));
   }
   await clients.close();
 });
+
+/** An order of one unit at the sale's terms, reserved now. */
+function order(saleId: number, itemId: number, userId: string, orderId: string): OrderInput {
+  return { orderId, saleId, itemId, userId, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() };
+}
 
 async function newSale(quantity: number) {
   const sale = await createTestSale(clients, { quantities: [quantity] });
@@ -36,7 +42,7 @@ async function newSale(quantity: number) {
 test('releasing the same order twice returns exactly one unit', async () => {
   const { saleId, itemId, keys, stock } = await newSale(10);
   const orderId = randomUUID();
-  expect(await clients.store.reserve(saleId, itemId, 'twice', orderId, Date.now())).toEqual({ kind: 'RESERVED', stockLeft: 9 });
+  expect(await clients.store.reserve(order(saleId, itemId, 'twice', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 9 });
 
   expect(await clients.store.release(saleId, itemId, orderId)).toBe(true);
   expect(await stock()).toBe(10);
@@ -49,22 +55,22 @@ test('a stale release (A, then the buyer reserves B, then A again) changes nothi
   const { saleId, itemId, keys, stock } = await newSale(10);
   const orderA = randomUUID();
   const orderB = randomUUID();
-  await clients.store.reserve(saleId, itemId, 'stale', orderA, Date.now());
+  await clients.store.reserve(order(saleId, itemId, 'stale', orderA));
   expect(await clients.store.release(saleId, itemId, orderA)).toBe(true);
-  expect(await clients.store.reserve(saleId, itemId, 'stale', orderB, Date.now())).toEqual({ kind: 'RESERVED', stockLeft: 9 });
+  expect(await clients.store.reserve(order(saleId, itemId, 'stale', orderB))).toEqual({ kind: 'RESERVED', stockLeft: 9 });
 
   expect(await clients.store.release(saleId, itemId, orderA)).toBe(false);
   expect(await stock()).toBe(9);
   expect(await clients.redis.hgetall(keys.buyers)).toEqual({ stale: orderB });
   expect(Object.keys(await clients.redis.hgetall(keys.reservations))).toEqual([orderB]);
   // And the buyer is still held to one order.
-  expect(await clients.store.reserve(saleId, itemId, 'stale', randomUUID(), Date.now())).toEqual({ kind: 'ALREADY_PURCHASED', orderId: orderB });
+  expect(await clients.store.reserve(order(saleId, itemId, 'stale', randomUUID()))).toEqual({ kind: 'ALREADY_PURCHASED', orderId: orderB });
 });
 
 test('a release naming another item than the reservation is refused and changes nothing', async () => {
   const { saleId, itemId, keys, stock } = await newSale(3);
   const orderId = randomUUID();
-  await clients.store.reserve(saleId, itemId, 'mismatch', orderId, Date.now());
+  await clients.store.reserve(order(saleId, itemId, 'mismatch', orderId));
   const before = await clients.redis.hgetall(keys.reservations);
 
   await expect(clients.store.release(saleId, itemId + 1, orderId)).rejects.toThrow(/ITEM_MISMATCH/);
@@ -75,26 +81,26 @@ test('a release naming another item than the reservation is refused and changes 
 test('refusals write nothing: sold out, already purchased, stock not loaded', async () => {
   const { saleId, itemId, keys, stock } = await newSale(1);
   const held = randomUUID();
-  await clients.store.reserve(saleId, itemId, 'first', held, Date.now());
+  await clients.store.reserve(order(saleId, itemId, 'first', held));
   const snapshot = async () => [await stock(), await clients.redis.hgetall(keys.buyers), await clients.redis.hgetall(keys.reservations)];
   const before = await snapshot();
 
-  expect(await clients.store.reserve(saleId, itemId, 'second', randomUUID(), Date.now())).toEqual({ kind: 'SOLD_OUT' });
-  expect(await clients.store.reserve(saleId, itemId, 'first', randomUUID(), Date.now())).toEqual({ kind: 'ALREADY_PURCHASED', orderId: held });
+  expect(await clients.store.reserve(order(saleId, itemId, 'second', randomUUID()))).toEqual({ kind: 'SOLD_OUT' });
+  expect(await clients.store.reserve(order(saleId, itemId, 'first', randomUUID()))).toEqual({ kind: 'ALREADY_PURCHASED', orderId: held });
   expect(await snapshot()).toEqual(before);
 
   await clients.redis.del(keys.stock(itemId));
-  expect(await clients.store.reserve(saleId, itemId, 'third', randomUUID(), Date.now())).toEqual({ kind: 'NOT_LOADED' });
+  expect(await clients.store.reserve(order(saleId, itemId, 'third', randomUUID()))).toEqual({ kind: 'NOT_LOADED' });
   expect(await clients.redis.hgetall(keys.buyers)).toEqual(before[1]);
 });
 
 test('after SCRIPT FLUSH, reserve and release still work (EVALSHA falls back to EVAL)', async () => {
   const { saleId, itemId, stock } = await newSale(5);
-  await clients.store.reserve(saleId, itemId, 'warm-up', randomUUID(), Date.now());
+  await clients.store.reserve(order(saleId, itemId, 'warm-up', randomUUID()));
 
   await clients.redis.script('FLUSH');
   const orderId = randomUUID();
-  expect(await clients.store.reserve(saleId, itemId, 'after-flush', orderId, Date.now())).toEqual({ kind: 'RESERVED', stockLeft: 3 });
+  expect(await clients.store.reserve(order(saleId, itemId, 'after-flush', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 3 });
   await clients.redis.script('FLUSH');
   expect(await clients.store.release(saleId, itemId, orderId)).toBe(true);
   expect(await stock()).toBe(4);

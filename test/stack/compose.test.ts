@@ -65,8 +65,9 @@ test('PostgreSQL has the stack.env role, password and database', () => {
   });
 });
 
-test('Redis keeps an append-only file, as services.sh runs it', () => {
+test('Redis keeps an append-only file with the stack.env fsync policy, as services.sh runs it', () => {
   expect(flagValues(service('redis').command, '--appendonly')).toEqual(['yes']);
+  expect(flagValues(service('redis').command, '--appendfsync')).toEqual([stack.REDIS_APPENDFSYNC]);
 });
 
 test('Kafka is the stack.env version with the broker settings services.sh generates', () => {

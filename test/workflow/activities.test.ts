@@ -1,7 +1,8 @@
 /**
  * The workflow's activities called directly (no Temporal) against the real PostgreSQL, Redis and Kafka: each is
- * run twice, as a retry would, and has one effect (I5). The activities need no activity context: their
- * business refusals are ApplicationFailure values, which are plain errors.
+ * run twice, as a retry or a replay would, and has one effect (I5), and each follows PostgreSQL's word on the
+ * payment against the deadline (I1, I4). The activities need no activity context: their business refusals are
+ * ApplicationFailure values, which are plain errors.
  */
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
@@ -12,25 +13,29 @@ import { findOrder } from '../../src/orders';
 import { saleKeys } from '../../src/reservations';
 import type { Sale } from '../../src/sales';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { openEventTap, type EventTap } from '../kafka';
 
 const config = testConfig();
 let clients: Clients;
 let events: EventPublisher;
 let activities: Activities;
+let tap: EventTap;
 
 beforeAll(async () => {
   clients = connectClients(config);
   events = await EventPublisher.connect(createKafka(config, 'test-activities'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
   activities = createActivities({ pool: clients.pool, store: clients.store, events });
+  tap = await openEventTap(config);
 });
 
 afterAll(async () => {
-  await events?.disconnect();
+  await Promise.allSettled([events?.disconnect(), tap?.close()]);
   await clients?.close();
 });
 
-function orderFor(sale: Sale, itemIndex = 0, userId = `buyer-${randomUUID()}`): OrderInput {
-  return {
+/** An order reserved in Redis now, at the sale's terms. */
+async function reserved(sale: Sale, itemIndex = 0, userId = `buyer-${randomUUID()}`): Promise<OrderInput> {
+  const order = {
     orderId: randomUUID(),
     saleId: sale.saleId,
     itemId: sale.items[itemIndex].itemId,
@@ -39,64 +44,84 @@ function orderFor(sale: Sale, itemIndex = 0, userId = `buyer-${randomUUID()}`): 
     paymentWindowMs: sale.paymentWindowMs,
     reservedAtMs: Date.now(),
   };
+  expect((await clients.store.reserve(order)).kind).toBe('RESERVED');
+  return order;
 }
 
-const deadline = () => new Date(Date.now() + 600_000).toISOString();
+const ahead = () => new Date(Date.now() + 600_000).toISOString();
+const passed = () => new Date(Date.now() - 1000).toISOString();
 
 async function sold(itemId: number): Promise<number> {
   return (await clients.pool.query<{ sold: number }>('SELECT sold FROM items WHERE id = $1', [itemId])).rows[0].sold;
+}
+
+async function stock(order: OrderInput): Promise<number | undefined> {
+  return (await clients.store.stock(order.saleId, [order.itemId])).get(order.itemId);
 }
 
 async function ordersOfSale(saleId: number): Promise<{ status: string; reason: string | null }[]> {
   return (await clients.pool.query('SELECT status, reason FROM orders WHERE sale_id = $1', [saleId])).rows;
 }
 
-test('persistOrder twice: one PENDING row, sold counted once', async () => {
-  const sale = await createTestSale(clients, { quantities: [5] });
-  const order = orderFor(sale);
-  const at = deadline();
+async function eventTypes(order: OrderInput): Promise<string[]> {
+  return (await tap.collect([order.orderId])).map((e) => e.type);
+}
 
-  expect(await activities.persistOrder(order, at)).toEqual({ status: 'PENDING', reason: null });
-  expect(await activities.persistOrder(order, at)).toEqual({ status: 'PENDING', reason: null });
+test('placeOrder twice: one PENDING row, sold counted once, OrderPlaced under one eventId', async () => {
+  const sale = await createTestSale(clients, { quantities: [5] });
+  const order = await reserved(sale);
+  const at = ahead();
+
+  expect(await activities.placeOrder(order, at)).toEqual({ status: 'PENDING' });
+  expect(await activities.placeOrder(order, at)).toEqual({ status: 'PENDING' });
   expect(await ordersOfSale(sale.saleId)).toEqual([{ status: 'PENDING', reason: null }]);
   expect(await sold(order.itemId)).toBe(1);
+  const placed = await tap.collect([order.orderId]);
+  expect(placed.map((e) => e.type)).toEqual(['OrderPlaced', 'OrderPlaced']);
+  expect(new Set(placed.map((e) => e.eventId))).toEqual(new Set([`${order.orderId}:OrderPlaced`]));
 });
 
-test('persistOrder when PostgreSQL has no unit left: REJECTED SOLD_OUT, not counted, same answer on retry', async () => {
+test('placeOrder when PostgreSQL has no unit left: REJECTED SOLD_OUT, not counted; settling it returns the unit once with OrderRejected', async () => {
   const sale = await createTestSale(clients, { quantities: [2] });
   await clients.pool.query('UPDATE items SET sold = quantity WHERE id = $1', [sale.items[0].itemId]);
-  const order = orderFor(sale);
+  const order = await reserved(sale);
 
-  expect(await activities.persistOrder(order, deadline())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
-  expect(await activities.persistOrder(order, deadline())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(await activities.placeOrder(order, ahead())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(await activities.placeOrder(order, ahead())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
   expect(await ordersOfSale(sale.saleId)).toEqual([{ status: 'REJECTED', reason: 'SOLD_OUT' }]);
   expect(await sold(order.itemId)).toBe(2);
+  expect(await stock(order)).toBe(1);
+
+  expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(await stock(order)).toBe(2);
+  expect(await clients.redis.hget(saleKeys(sale.saleId).reservations, order.orderId)).toBeNull();
+  expect(await eventTypes(order)).toEqual(['OrderPlaced', 'OrderPlaced', 'OrderRejected', 'OrderRejected']);
 });
 
-test('persistOrder for a second order of the same buyer in the sale (other item): REJECTED ALREADY_PURCHASED', async () => {
+test('placeOrder for a second order of the same buyer in the sale (other item): REJECTED ALREADY_PURCHASED; once the first expired, the buyer may buy again', async () => {
   const sale = await createTestSale(clients, { quantities: [5, 5] });
-  const first = orderFor(sale, 0);
-  const second = orderFor(sale, 1, first.userId);
+  const first = await reserved(sale, 0);
+  const second = { ...first, orderId: randomUUID(), itemId: sale.items[1].itemId };
 
-  expect(await activities.persistOrder(first, deadline())).toEqual({ status: 'PENDING', reason: null });
-  expect(await activities.persistOrder(second, deadline())).toEqual({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
-  expect(await activities.persistOrder(second, deadline())).toEqual({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
+  expect(await activities.placeOrder(first, passed())).toEqual({ status: 'PENDING' });
+  expect(await activities.placeOrder(second, ahead())).toEqual({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
+  expect(await activities.placeOrder(second, ahead())).toEqual({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
   expect(await sold(first.itemId)).toBe(1);
   expect(await sold(second.itemId)).toBe(0);
-  expect((await findOrder(clients.pool, first.orderId))?.status).toBe('PENDING');
 
   // I3: once the first order has expired, the buyer may buy again.
-  expect(await activities.expireOrder(first.orderId)).toBe(true);
-  const third = orderFor(sale, 1, first.userId);
-  expect(await activities.persistOrder(third, deadline())).toEqual({ status: 'PENDING', reason: null });
+  expect(await activities.settleOrder(first, Date.now())).toEqual({ status: 'EXPIRED' });
+  const third = { ...first, orderId: randomUUID(), itemId: sale.items[1].itemId };
+  expect(await activities.placeOrder(third, ahead())).toEqual({ status: 'PENDING' });
   expect(await sold(third.itemId)).toBe(1);
 });
 
-test('persistOrder that PostgreSQL refuses (negative price) fails non-retryably as CONSTRAINT_VIOLATION', async () => {
+test('placeOrder that PostgreSQL refuses (negative price) fails non-retryably as CONSTRAINT_VIOLATION; rejectUnstored returns the unit once', async () => {
   const sale = await createTestSale(clients, { quantities: [5] });
-  const order = { ...orderFor(sale), priceMinor: -1 };
+  const order = { ...(await reserved(sale)), priceMinor: -1 };
 
-  const failure = await activities.persistOrder(order, deadline()).then(
+  const failure = await activities.placeOrder(order, ahead()).then(
     () => undefined,
     (err: unknown) => err,
   );
@@ -104,66 +129,69 @@ test('persistOrder that PostgreSQL refuses (negative price) fails non-retryably 
   expect(failure).toMatchObject({ type: 'CONSTRAINT_VIOLATION', nonRetryable: true });
   expect(await ordersOfSale(sale.saleId)).toEqual([]);
   expect(await sold(order.itemId)).toBe(0);
+
+  expect(await activities.rejectUnstored(order, 'CONSTRAINT_VIOLATION')).toEqual({ status: 'REJECTED', reason: 'CONSTRAINT_VIOLATION' });
+  expect(await activities.rejectUnstored(order, 'CONSTRAINT_VIOLATION')).toEqual({ status: 'REJECTED', reason: 'CONSTRAINT_VIOLATION' });
+  expect(await stock(order)).toBe(5);
+  expect(await eventTypes(order)).toEqual(['OrderRejected', 'OrderRejected']);
 });
 
-test('expireOrder twice: EXPIRED, sold − 1 once', async () => {
+test('settleOrder before the deadline changes nothing; after it, twice: EXPIRED, sold − 1 once, the unit back once, OrderExpired', async () => {
   const sale = await createTestSale(clients, { quantities: [5] });
-  const order = orderFor(sale);
-  await activities.persistOrder(order, deadline());
-  expect(await sold(order.itemId)).toBe(1);
+  const early = await reserved(sale);
+  await activities.placeOrder(early, ahead());
+  expect(await activities.settleOrder(early, Date.now())).toEqual({ status: 'PENDING' });
+  expect((await findOrder(clients.pool, early.orderId))?.status).toBe('PENDING');
+  expect(await stock(early)).toBe(4);
 
-  expect(await activities.expireOrder(order.orderId)).toBe(true);
-  expect(await activities.expireOrder(order.orderId)).toBe(false);
-  expect((await findOrder(clients.pool, order.orderId))?.status).toBe('EXPIRED');
-  expect(await sold(order.itemId)).toBe(0);
+  const late = await reserved(sale);
+  await activities.placeOrder(late, passed());
+  expect(await sold(late.itemId)).toBe(2);
+  expect(await activities.settleOrder(late, Date.now())).toEqual({ status: 'EXPIRED' });
+  expect(await activities.settleOrder(late, Date.now())).toEqual({ status: 'EXPIRED' });
+  expect((await findOrder(clients.pool, late.orderId))?.status).toBe('EXPIRED');
+  expect(await sold(late.itemId)).toBe(1);
+  expect(await stock(late)).toBe(4);
+  expect(await eventTypes(late)).toEqual(['OrderPlaced', 'OrderExpired', 'OrderExpired']);
 });
 
-test('releaseReservation twice: stock + 1 once; a stale release after the buyer reserved again frees nothing', async () => {
-  const sale = await createTestSale(clients, { quantities: [3] });
-  const order = orderFor(sale);
-  const keys = saleKeys(sale.saleId);
-  expect(await clients.store.reserve(order.saleId, order.itemId, order.userId, order.orderId, order.reservedAtMs)).toEqual({
-    kind: 'RESERVED',
-    stockLeft: 2,
-  });
+test('payOrder: PAID twice for the same payment (OrderPaid), ORDER_NOT_PENDING for another, AMOUNT_MISMATCH changes nothing; settling a paid order keeps its unit', async () => {
+  const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
+  const order = await reserved(sale);
+  await activities.placeOrder(order, ahead());
 
-  expect(await activities.releaseReservation(order.saleId, order.itemId, order.orderId)).toBe(true);
-  expect(await activities.releaseReservation(order.saleId, order.itemId, order.orderId)).toBe(false);
-  expect((await clients.store.stock(sale.saleId, [order.itemId])).get(order.itemId)).toBe(3);
-  expect(await clients.redis.hget(keys.reservations, order.orderId)).toBeNull();
-  expect(await clients.redis.hget(keys.buyers, order.userId)).toBeNull();
-
-  const again = orderFor(sale, 0, order.userId);
-  expect(await clients.store.reserve(again.saleId, again.itemId, again.userId, again.orderId, again.reservedAtMs)).toEqual({
-    kind: 'RESERVED',
-    stockLeft: 2,
-  });
-  expect(await activities.releaseReservation(order.saleId, order.itemId, order.orderId)).toBe(false);
-  expect((await clients.store.stock(sale.saleId, [order.itemId])).get(order.itemId)).toBe(2);
-  expect(await clients.redis.hget(keys.buyers, order.userId)).toBe(again.orderId);
-  expect(await clients.redis.hget(keys.reservations, again.orderId)).not.toBeNull();
-});
-
-test('markPaid twice with the same payment succeeds; on an expired order it fails non-retryably', async () => {
-  const sale = await createTestSale(clients, { quantities: [5] });
-  const order = orderFor(sale);
-  await activities.persistOrder(order, deadline());
-
-  await expect(activities.markPaid(order.orderId, 'pay-1')).resolves.toBeUndefined();
-  await expect(activities.markPaid(order.orderId, 'pay-1')).resolves.toBeUndefined();
+  expect(await activities.payOrder(order, { paymentId: 'wrong', amount: 699 })).toEqual({ error: 'AMOUNT_MISMATCH' });
+  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PENDING', paymentId: null });
+  expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'pay-1' });
+  expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'pay-1' });
+  expect(await activities.payOrder(order, { paymentId: 'pay-2', amount: 700 })).toEqual({ error: 'ORDER_NOT_PENDING' });
   expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'pay-1' });
-  expect(await sold(order.itemId)).toBe(1);
-  expect(await activities.expireOrder(order.orderId)).toBe(false);
-  expect(await sold(order.itemId)).toBe(1);
 
-  const expired = orderFor(sale);
-  await activities.persistOrder(expired, deadline());
-  await activities.expireOrder(expired.orderId);
-  const failure = await activities.markPaid(expired.orderId, 'pay-2').then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(failure).toBeInstanceOf(ApplicationFailure);
-  expect(failure).toMatchObject({ type: 'ORDER_NOT_PENDING', nonRetryable: true });
-  expect(await findOrder(clients.pool, expired.orderId)).toMatchObject({ status: 'EXPIRED', paymentId: null });
+  expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'PAID', paymentId: 'pay-1' });
+  expect(await sold(order.itemId)).toBe(1);
+  expect(await stock(order)).toBe(4);
+  const seen = await tap.collect([order.orderId]);
+  expect(seen.map((e) => e.type)).toEqual(['OrderPlaced', 'OrderPaid', 'OrderPaid', 'OrderPaid']);
+  expect(seen.filter((e) => e.type === 'OrderPaid').every((e) => e.paymentId === 'pay-1' && e.amount === 700)).toBe(true);
+});
+
+test('payOrder after the deadline: PAYMENT_WINDOW_CLOSED while still PENDING and once EXPIRED; the expiry wins and the unit comes back', async () => {
+  const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
+  const order = await reserved(sale);
+  await activities.placeOrder(order, passed());
+
+  expect(await activities.payOrder(order, { paymentId: 'late', amount: 700 })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
+  expect((await findOrder(clients.pool, order.orderId))?.status).toBe('PENDING');
+  expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'EXPIRED' });
+  expect(await activities.payOrder(order, { paymentId: 'later', amount: 700 })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
+  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'EXPIRED', paymentId: null });
+  expect(await stock(order)).toBe(5);
+});
+
+test('payOrder and settleOrder on an order without a row fail non-retryably as ORDER_NOT_FOUND', async () => {
+  const sale = await createTestSale(clients, { quantities: [5] });
+  const order = await reserved(sale);
+  for (const attempt of [activities.payOrder(order, { paymentId: 'p', amount: 1999 }), activities.settleOrder(order, Date.now())]) {
+    await expect(attempt).rejects.toMatchObject({ type: 'ORDER_NOT_FOUND', nonRetryable: true });
+  }
 });

@@ -39,7 +39,7 @@ async function startOrders(count: number) {
       paymentWindowMs: WINDOW_MS,
       reservedAtMs: Date.now(),
     };
-    expect((await clients.store.reserve(order.saleId, order.itemId, order.userId, order.orderId, order.reservedAtMs)).kind).toBe('RESERVED');
+    expect((await clients.store.reserve(order)).kind).toBe('RESERVED');
     await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
     orders.push(order);
   }

@@ -83,7 +83,9 @@ test('three purchases, one paid, two expired: HTTP, PostgreSQL, Redis, Kafka and
   const tokens = await Promise.all(buyers.map((buyer) => buyerToken(config, buyer)));
 
   const purchases = await Promise.all(tokens.map((token) => call('POST', `/api/flash-sales/items/${itemId}/purchase`, token)));
-  for (const purchase of purchases) expect(purchase).toEqual({ status: 202, body: { orderId: expect.any(String), status: 'PENDING' } });
+  for (const purchase of purchases) {
+    expect(purchase).toEqual({ status: 202, body: { orderId: expect.any(String), status: 'PENDING', paymentDeadline: expect.any(String) } });
+  }
   const orderIds = purchases.map((p) => p.body.orderId as string);
   const [paidId, ...expiringIds] = orderIds;
   const payment = { paymentId: `pay-${paidId}`, amount: PRICE };
@@ -91,7 +93,7 @@ test('three purchases, one paid, two expired: HTTP, PostgreSQL, Redis, Kafka and
   const paid = await call('POST', `/api/flash-sales/orders/${paidId}/payment`, config.PAYMENT_SERVICE_TOKEN, payment);
   expect(paid).toEqual({ status: 200, body: { orderId: paidId, status: 'PAID', paymentId: payment.paymentId } });
 
-  // The operators' view: all three, with the attributes the purchase route set.
+  // The operators' view: all three, with the attributes the starter set.
   const listed = await eventually(async () => {
     const rows = await listWorkflows(`SaleId = ${sale.saleId}`);
     expect(rows.map((r) => r.workflowId).sort()).toEqual([...orderIds].sort());

@@ -10,6 +10,10 @@
  * through env.connection.operatorService before any workflow starts. It does not implement ListSearchAttributes
  * nor visibility queries; describe() does return the current search attributes.
  *
+ * PostgreSQL decides payments by its own clock (the wall clock), which the test server's skipping does not move:
+ * a payment in skipped time is inside the window for PostgreSQL unless the timer's expiry came first, so these
+ * tests show the workflow's logic, and test/workflow/deadline-race.test.ts the clocks.
+ *
  * Events are compared after dropping redelivered copies by eventId, as a consumer does (I5): when a timer
  * fires while the worker completes a signal's workflow task, the server fails that task (UnhandledCommand) and
  * the local activities run again on the retry, so OrderPaid can reach Kafka twice with one eventId.
@@ -87,9 +91,10 @@ async function reservedOrder(quantity = 10): Promise<OrderInput> {
     userId: `buyer-${randomUUID()}`,
     priceMinor: PRICE,
     paymentWindowMs: WINDOW_MS,
-    reservedAtMs: Date.now(),
+    // The test server's clock, which earlier tests have skipped ahead of the wall clock.
+    reservedAtMs: await env.currentTimeMs(),
   };
-  const outcome = await clients.store.reserve(order.saleId, order.itemId, order.userId, order.orderId, order.reservedAtMs);
+  const outcome = await clients.store.reserve(order);
   expect(outcome).toEqual({ kind: 'RESERVED', stockLeft: quantity - 1 });
   return order;
 }
@@ -127,13 +132,13 @@ async function orderStatusAttribute(handle: WorkflowHandle): Promise<unknown> {
 
 test('an unpaid order expires after the 10-minute window: unit back in Redis and PostgreSQL, OrderExpired', async () => {
   const order = await reservedOrder(10);
-  const startedAt = await env.currentTimeMs();
   const handle = await start(order);
   await waitForRow(order.orderId);
 
+  // The window runs from the reservation (the 202), whenever the workflow first runs.
   const pending = await handle.query(statusQuery);
   expect(pending).toMatchObject({ orderId: order.orderId, status: 'PENDING', priceMinor: PRICE });
-  expect(Date.parse(pending.deadline) - startedAt).toBeGreaterThanOrEqual(WINDOW_MS);
+  expect(Date.parse(pending.deadline)).toBe(order.reservedAtMs + WINDOW_MS);
   expect(await orderStatusAttribute(handle)).toBe('PENDING');
 
   const view: OrderView = await handle.result(); // the server skips the 10 minutes
@@ -193,7 +198,7 @@ test('a payment exactly at the deadline has exactly one outcome: PAID kept, or E
   const paymentId = `pay-${order.orderId}`;
   const handle = await start(order);
   await waitForRow(order.orderId);
-  // Sleep to the workflow's own deadline (10 minutes after its first task), to the millisecond.
+  // Sleep to the workflow's deadline (10 minutes after the reservation), to the millisecond.
   const { deadline } = await handle.query(statusQuery);
   await env.sleep(Date.parse(deadline) - (await env.currentTimeMs()));
   let signalRefused = false;

@@ -135,7 +135,7 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
       paymentWindowMs: 3000 + i * 200,
       reservedAtMs: Date.now(),
     };
-    expect(await clients.store.reserve(order.saleId, itemId, order.userId, order.orderId, order.reservedAtMs)).toMatchObject({ kind: 'RESERVED' });
+    expect(await clients.store.reserve(order)).toMatchObject({ kind: 'RESERVED' });
     await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
     const handle = temporal.workflow.getHandle(order.orderId);
     if (i % 2 === 0) {

@@ -1,0 +1,257 @@
+/**
+ * The starter, run by every API process: it reads the sales' start queues (src/startQueue.ts) through the
+ * consumer group and starts each accepted order's workflow (workflow id = orderId; an id that exists already
+ * counts as started), then acknowledges and deletes the entry (I4). Acceptance rests on Redis; this is where
+ * the accepted orders reach Temporal, at Temporal's pace (DESIGN.md, "Acceptance rests on Redis").
+ *
+ * - At most maxInFlight starts are in flight; entries are read only for free slots.
+ * - RESOURCE_EXHAUSTED, UNAVAILABLE and DEADLINE_EXCEEDED pause all reading (exponential back-off, 100 ms to
+ *   5 s) and the entry is tried again after the pause. Any other failure leaves the entry pending; it comes
+ *   back through the claim below.
+ * - Entries pending with any starter for claimIdleMs or more are claimed (XAUTOCLAIM): those of a process that
+ *   died, and those that failed here. claimIdleMs exceeds a start's deadline, so a start still in flight
+ *   elsewhere is not claimed; if one is, its second start finds the workflow and counts as started.
+ * - Sales are polled one by one (each on its own key, as Redis Cluster requires): right away when this process
+ *   has just reserved in the sale, else at an interval that doubles from 10 ms up to 1 s while a sale's queue
+ *   stays empty. The sales are the recent ones (src/sales.ts recentSaleIds) plus those noticed here.
+ */
+import type { OrderInput } from '../domain';
+import type { Logger } from '../logger';
+import { InvalidEntry, parseEntry, type QueuedOrder, type RawEntry, type StartQueue } from '../startQueue';
+
+/** Why a start failed, as the metrics label it. */
+export type StartFailure = 'resource_exhausted' | 'unavailable' | 'deadline_exceeded' | 'invalid_entry' | 'other';
+
+export interface StarterDeps {
+  queue: StartQueue;
+  /** Starts the order's workflow; 'already-started' when its id exists. */
+  start(order: OrderInput): Promise<'started' | 'already-started'>;
+  /** The sales whose queues may hold entries (cached by the caller). */
+  saleIds(): Promise<readonly number[]>;
+  log: Logger;
+  /** This process's name in the consumer group; unique per process. */
+  consumer: string;
+  maxInFlight: number;
+  claimIdleMs: number;
+  onStarted(result: 'started' | 'already-started'): void;
+  onFailure(cause: StartFailure): void;
+}
+
+const MIN_POLL_MS = 10;
+const MAX_POLL_MS = 1000;
+const BACKOFF_START_MS = 100;
+const BACKOFF_MAX_MS = 5000;
+/** A queue whose oldest entry waits longer than this is logged as behind, at most once per LAG_LOG_MS. */
+const LAG_WARN_MS = 10_000;
+const LAG_LOG_MS = 10_000;
+
+/** @returns the back-off class of a start's error (Temporal's gRPC status, as the client thread reports it) */
+export function classify(err: unknown): StartFailure {
+  if (err instanceof InvalidEntry) return 'invalid_entry';
+  const text = `${(err as Error)?.name} ${(err as Error)?.message} ${String((err as { code?: unknown })?.code ?? '')}`;
+  if (/RESOURCE_EXHAUSTED/.test(text)) return 'resource_exhausted';
+  if (/DEADLINE_EXCEEDED/.test(text)) return 'deadline_exceeded';
+  if (/UNAVAILABLE/.test(text)) return 'unavailable';
+  return 'other';
+}
+
+interface SaleState {
+  nextPollAt: number;
+  intervalMs: number;
+  nextClaimAt: number;
+  claimCursor: string;
+}
+
+export class Starter {
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private readonly sales = new Map<number, SaleState>();
+  /** Entry ids in flight or waiting for a retry here, so a claim does not take them twice. */
+  private readonly held = new Set<string>();
+  private readonly retry: { saleId: number; entry: QueuedOrder }[] = [];
+  private readonly inFlight = new Set<Promise<void>>();
+  private pausedUntil = 0;
+  private backoffMs = 0;
+  private wake: (() => void) | undefined;
+  private lastLagLog = 0;
+  private lastReadError = 0;
+
+  constructor(private readonly deps: StarterDeps) {}
+
+  /** Starts the loop (idempotent). */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  /** Says that this process has just appended to the sale's queue: poll it now. */
+  notice(saleId: number): void {
+    const state = this.stateOf(saleId);
+    state.intervalMs = MIN_POLL_MS;
+    state.nextPollAt = 0;
+    this.wake?.();
+  }
+
+  /**
+   * Stops reading, waits for the starts in flight (each bounded by the Temporal call deadline) and leaves the
+   * groups where this process holds nothing; entries it still holds stay pending for other starters to claim.
+   */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    await this.loop;
+    await Promise.allSettled(this.inFlight);
+    const holds = new Set(this.retry.map((r) => r.saleId));
+    await Promise.allSettled([...this.sales.keys()].filter((id) => !holds.has(id)).map((id) => this.deps.queue.leave(id, this.deps.consumer)));
+  }
+
+  /**
+   * @returns per watched sale, entries still to start and the oldest one's age (ms); logs the sales whose
+   *   oldest entry waits longer than LAG_WARN_MS (at most once per LAG_LOG_MS)
+   */
+  async depths(nowMs = Date.now()): Promise<Map<number, { waiting: number; oldestAgeMs: number | null }>> {
+    const ids = [...this.sales.keys()];
+    const depths = await Promise.all(ids.map((id) => this.deps.queue.depth(id, nowMs)));
+    const out = new Map(ids.map((id, i) => [id, depths[i]]));
+    const behind = [...out].filter(([, d]) => (d.oldestAgeMs ?? 0) > LAG_WARN_MS);
+    if (behind.length && nowMs - this.lastLagLog >= LAG_LOG_MS) {
+      this.lastLagLog = nowMs;
+      for (const [saleId, d] of behind) this.deps.log.warn({ saleId, ...d, inFlight: this.inFlight.size }, 'start queue behind: accepted orders wait for their workflow');
+    }
+    return out;
+  }
+
+  private stateOf(saleId: number): SaleState {
+    let state = this.sales.get(saleId);
+    if (!state) {
+      state = { nextPollAt: 0, intervalMs: MIN_POLL_MS, nextClaimAt: 0, claimCursor: '0-0' };
+      this.sales.set(saleId, state);
+    }
+    return state;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    }).finally(() => {
+      this.wake = undefined;
+    });
+  }
+
+  private async run(): Promise<void> {
+    let lastLag = 0;
+    while (this.running) {
+      const now = Date.now();
+      if (now < this.pausedUntil) {
+        await this.sleep(this.pausedUntil - now);
+        continue;
+      }
+      if (this.inFlight.size >= this.deps.maxInFlight) {
+        await Promise.race([...this.inFlight, this.sleep(MAX_POLL_MS)]);
+        continue;
+      }
+      while (this.retry.length && this.inFlight.size < this.deps.maxInFlight) {
+        const { saleId, entry } = this.retry.shift() as { saleId: number; entry: QueuedOrder };
+        this.launch(saleId, entry);
+      }
+      try {
+        await this.watch(await this.deps.saleIds());
+        await this.pollDue(now);
+        if (now - lastLag >= LAG_LOG_MS) {
+          lastLag = now;
+          await this.depths(now);
+        }
+      } catch (err) {
+        if (now - this.lastReadError >= LAG_LOG_MS) {
+          this.lastReadError = now;
+          this.deps.log.warn({ err }, 'start queue unreadable; retrying');
+        }
+        this.pause();
+      }
+      const next = Math.min(...[...this.sales.values()].map((s) => s.nextPollAt), Date.now() + MAX_POLL_MS);
+      if (this.running && this.inFlight.size < this.deps.maxInFlight && next > Date.now()) await this.sleep(next - Date.now());
+    }
+  }
+
+  /** Polls the given sales from now on, and stops polling those that left the list (unless entries of theirs wait here). */
+  private async watch(saleIds: readonly number[]): Promise<void> {
+    const keep = new Set([...saleIds, ...this.retry.map((r) => r.saleId)]);
+    for (const saleId of this.sales.keys()) if (!keep.has(saleId)) this.sales.delete(saleId);
+    for (const saleId of saleIds) this.stateOf(saleId);
+  }
+
+  /** Reads (and every claimIdleMs/2, claims) entries of each sale whose poll is due, for the free slots. */
+  private async pollDue(now: number): Promise<void> {
+    const due = [...this.sales].filter(([, s]) => s.nextPollAt <= now).sort(([, a], [, b]) => a.nextPollAt - b.nextPollAt);
+    for (const [saleId, state] of due) {
+      const free = this.deps.maxInFlight - this.inFlight.size;
+      if (free <= 0 || !this.running || Date.now() < this.pausedUntil) return;
+      const raw: RawEntry[] = [];
+      if (now >= state.nextClaimAt) {
+        const claimed = await this.deps.queue.claim(saleId, this.deps.consumer, this.deps.claimIdleMs, free, state.claimCursor);
+        state.claimCursor = claimed.cursor;
+        // A sweep that went round waits; one that stopped part-way goes on at the next poll.
+        if (claimed.cursor === '0-0') state.nextClaimAt = now + this.deps.claimIdleMs / 2;
+        raw.push(...claimed.entries.filter(([id]) => !this.held.has(id)));
+      }
+      if (raw.length < free) raw.push(...(await this.deps.queue.read(saleId, this.deps.consumer, free - raw.length)));
+      for (const entry of raw) {
+        try {
+          this.launch(saleId, parseEntry(saleId, entry));
+        } catch (err) {
+          this.deps.onFailure(classify(err));
+          this.deps.log.error({ err, saleId }, 'start queue entry cannot be started; it stays pending');
+        }
+      }
+      state.intervalMs = raw.length ? MIN_POLL_MS : Math.min(MAX_POLL_MS, state.intervalMs * 2);
+      state.nextPollAt = now + state.intervalMs;
+    }
+  }
+
+  /** Pauses reading; the starts that fail during a pause do not lengthen it (one step per round). */
+  private pause(): void {
+    if (Date.now() < this.pausedUntil) return;
+    this.backoffMs = this.backoffMs ? Math.min(BACKOFF_MAX_MS, this.backoffMs * 2) : BACKOFF_START_MS;
+    this.pausedUntil = Date.now() + this.backoffMs;
+  }
+
+  private launch(saleId: number, entry: QueuedOrder): void {
+    this.held.add(entry.entryId);
+    const task = this.deps
+      .start(entry.order)
+      .then(
+        async (result) => {
+          this.backoffMs = 0;
+          this.deps.onStarted(result);
+          this.held.delete(entry.entryId);
+          // Unacknowledged, the entry is claimed later and its start finds the workflow: harmless.
+          await this.deps.queue.done(saleId, [entry.entryId]).catch((err: unknown) => this.deps.log.warn({ err, saleId, orderId: entry.order.orderId }, 'start queue ack failed'));
+        },
+        (err: unknown) => {
+          const cause = classify(err);
+          this.deps.onFailure(cause);
+          if (cause === 'other') {
+            this.held.delete(entry.entryId);
+            this.deps.log.error({ err, saleId, orderId: entry.order.orderId }, 'workflow start failed; the entry is claimed again later');
+            return;
+          }
+          if (Date.now() >= this.pausedUntil) {
+            this.deps.log.warn({ err: (err as Error)?.message, cause, saleId, orderId: entry.order.orderId }, 'workflow start refused; backing off');
+          }
+          this.pause();
+          this.retry.push({ saleId, entry });
+        },
+      )
+      .finally(() => {
+        this.inFlight.delete(task);
+        this.wake?.();
+      });
+    this.inFlight.add(task);
+  }
+}
