@@ -1,14 +1,16 @@
 /**
  * The worker process of bench/drain.ts: the production worker (startWorker, same options and activities) on
  * the task queue the bench gives it, with the bench's workflows bundled and the baseline's no-op activity added.
- * Prints "drain worker running" once it polls; SIGTERM drains and exits.
+ * Core's metrics on WORKER_METRICS_PORT (the bench reads the sticky cache's hits and misses there). Prints
+ * "drain worker running" once it polls; SIGTERM drains and exits.
  */
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { loadConfig } from '../src/config';
-import { startWorker } from '../src/worker';
+import { installWorkerRuntime, startWorker } from '../src/worker';
 
 async function main(): Promise<void> {
   const config = loadConfig();
+  installWorkerRuntime(config);
   const workflowBundle = await bundleWorkflowCode({ workflowsPath: require.resolve('./drainWorkflows') });
   const running = await startWorker(config, { workflowBundle }, { noop: async () => undefined });
   console.log('drain worker running');

@@ -43,6 +43,15 @@ const schema = z
     TEMPORAL_CALL_TIMEOUT_MS: positiveMs(10_000),
     WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).max(10000).default(200),
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).max(10000).default(100),
+    /**
+     * Workflows the worker keeps in its sticky cache. Every open order waits on its timer until its deadline;
+     * one evicted meanwhile is replayed from its history when it wakes (server and worker CPU), so the cache
+     * holds a whole sale's orders. The SDK's default, from the heap size, is about 2,300 on a 4 GB heap.
+     */
+    WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(2).max(1_000_000).default(20_000),
+    /** Port of the worker's Prometheus endpoint (Temporal Core's metrics: sticky cache, task latencies); 0: none. */
+    WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(0),
+    WORKER_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
 
     API_HOST: z.string().min(1).default('127.0.0.1'),
     // 0 asks the OS for a free port (tests, benchmarks); startApi reports the one it got.

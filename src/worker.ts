@@ -2,7 +2,7 @@
  * Worker process (`npm run worker`): runs orderWorkflow and its activities on the configured task queue, from
  * a workflow bundle built once at start. SIGINT/SIGTERM drain in-flight tasks and close the clients.
  */
-import { bundleWorkflowCode, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { bundleWorkflowCode, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { loadConfig, type Config } from './config';
 import { createPool } from './db';
@@ -43,6 +43,7 @@ export async function startWorker(config: Config, bundle: BundleOption, extraAct
     activities: { ...extraActivities, ...createActivities({ pool, store: new ReservationStore(redis), events }) },
     maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
     maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
+    maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
     shutdownGraceTime: '10 seconds',
   });
   const run = worker.run();
@@ -57,9 +58,20 @@ export async function startWorker(config: Config, bundle: BundleOption, extraAct
   };
 }
 
+/**
+ * Installs the Temporal runtime of a worker process: Core's metrics on a Prometheus endpoint when
+ * WORKER_METRICS_PORT is set. Call once per process, before any worker or connection.
+ */
+export function installWorkerRuntime(config: Config): void {
+  if (config.WORKER_METRICS_PORT) {
+    Runtime.install({ telemetryOptions: { metrics: { prometheus: { bindAddress: `${config.WORKER_METRICS_HOST}:${config.WORKER_METRICS_PORT}` } } } });
+  }
+}
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'worker');
+  installWorkerRuntime(config);
   const running = await startWorker(config, await buildWorkflowBundle());
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE }, 'worker running');
   const stop = () => {

@@ -12,8 +12,9 @@
  * done what PostgreSQL had decided, and its replay does it again, with one effect (I5).
  *
  * Two workflow tasks per order when nothing goes wrong: the first stores the order and arms the timer; the
- * second, woken by the payment or the timer, settles and completes. The search attribute OrderStatus is set
- * once, to the final status, in that last task.
+ * second, woken by the payment or the timer, settles and completes. One when the first task finds the order
+ * paid already or its deadline past. The search attribute OrderStatus is set once, to the final status, in
+ * that last task.
  */
 import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities, Settled } from '../activities';
@@ -101,7 +102,11 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
     if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable)) throw err;
     placed = settled = await local.rejectUnstored(input, err.cause.type ?? 'CONSTRAINT_VIOLATION');
   }
-  if (placed.status === 'PENDING') await condition(() => settled !== undefined, Math.max(0, deadlineMs - Date.now()));
+  // Payments that arrived before the order had its row are decided first: paid already, it needs no timer.
+  await condition(allHandlersFinished);
+  // A workflow that first runs after its deadline (a backlog) settles in this same task, without a timer.
+  const remainingMs = deadlineMs - Date.now();
+  if (placed.status === 'PENDING' && !settled && remainingMs > 0) await condition(() => settled !== undefined, remainingMs);
   while (!settled) {
     const outcome = await local.settleOrder(input, Date.now());
     if (outcome.status !== 'PENDING') settled = outcome;
