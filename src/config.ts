@@ -79,7 +79,9 @@ const schema = z
     CATALOG_REFRESH_MS: positiveMs(5000),
     DEFAULT_PAYMENT_WINDOW_MS: positiveMs(600_000),
     /** Workflow starts the API's starter keeps in flight at most. */
-    STARTER_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).default(100),
+    STARTER_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).default(20),
+    /** The starter starts nothing while more workflow tasks than this wait for a worker on the task queue. */
+    STARTER_MAX_BACKLOG: z.coerce.number().int().min(1).max(1_000_000).default(200),
     /**
      * An accepted order left pending this long by a starter (one that died, or whose start failed) is claimed by
      * another; longer than TEMPORAL_CALL_TIMEOUT_MS, so that a start still in flight is not taken.

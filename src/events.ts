@@ -4,6 +4,7 @@
  */
 import { Kafka, logLevel, Partitioners, type Producer } from 'kafkajs';
 import type { Config } from './config';
+import { createLogger } from './logger';
 import type { OrderEvent } from './domain';
 
 /**
@@ -22,10 +23,19 @@ const PUBLISH_RETRIES = 4;
  * @param requestTimeoutMs how long one request may wait for the broker (the publisher's is short, see above)
  */
 export function createKafka(config: Config, clientId: string, requestTimeoutMs = 30_000): Kafka {
+  const log = createLogger(config.LOG_LEVEL, clientId);
   return new Kafka({
     clientId,
     brokers: [`${config.KAFKA_HOST}:${config.KAFKA_PORT}`],
     logLevel: logLevel.WARN,
+    // kafkajs' warnings and errors as our structured logs (LOG_LEVEL), not on the console.
+    logCreator:
+      () =>
+      ({ namespace, level, log: { message, ...fields } }) => {
+        const entry = { kafkajs: namespace, ...fields };
+        if (level === logLevel.ERROR) log.error(entry, message);
+        else log.warn(entry, message);
+      },
     requestTimeout: requestTimeoutMs,
     retry: { initialRetryTime: 100, retries: 8 },
   });

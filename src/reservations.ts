@@ -115,15 +115,10 @@ export class ReservationStore {
     return new Map(itemIds.map((id, i) => [id, values[i] == null ? undefined : Number(values[i])]));
   }
 
-  /**
-   * Finds an order's reservation among the given sales (one HGET per sale, each on its own sale's keys).
-   * @returns the reservation with its sale, or undefined when none of the sales holds one for orderId
-   */
-  async findReservation(saleIds: readonly number[], orderId: string): Promise<(Reservation & { saleId: number }) | undefined> {
-    const values = await Promise.all(saleIds.map((saleId) => this.redis.hget(saleKeys(saleId).reservations, orderId)));
-    const i = values.findIndex((v) => v !== null);
-    if (i < 0) return undefined;
-    return { saleId: saleIds[i], ...parseReservation(orderId, values[i] as string) };
+  /** @returns the order's reservation in its sale, or undefined when the sale holds none for orderId */
+  async findReservation(saleId: number, orderId: string): Promise<Reservation | undefined> {
+    const value = await this.redis.hget(saleKeys(saleId).reservations, orderId);
+    return value === null ? undefined : parseReservation(orderId, value);
   }
 
   /** @returns every reservation held in the sale (PENDING and PAID orders), read with HSCAN in pages */

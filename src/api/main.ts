@@ -66,12 +66,15 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     queue: new StartQueue(queueRedis),
     start: (order) => workflows.start(order),
     saleIds: () => recentSales.ids(),
+    taskBacklog: () => workflows.taskBacklog(),
+    maxBacklog: config.STARTER_MAX_BACKLOG,
     log,
     consumer: `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     maxInFlight: config.STARTER_MAX_IN_FLIGHT,
     claimIdleMs: config.STARTER_CLAIM_IDLE_MS,
     onStarted: (result) => metrics.workflowStarts.inc({ result: result === 'started' ? 'started' : 'already_started' }),
     onFailure: (cause) => metrics.workflowStartFailures.inc({ cause }),
+    onBacklog: (tasks) => metrics.workflowTaskBacklog.set(tasks),
   });
   const app = await createApp({
     config,
@@ -83,7 +86,6 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     catalog: new Catalog(pool, config.CATALOG_REFRESH_MS),
     soldOut,
     metrics,
-    recentSales,
     starter,
   });
   const server = app.listen(config.API_PORT, config.API_HOST);

@@ -96,6 +96,11 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
       labelNames: ['result'] as const,
       registers: [registry],
     }),
+    workflowTaskBacklog: new Gauge({
+      name: 'flash_sale_workflow_task_backlog',
+      help: 'Workflow tasks waiting for a worker on the order task queue, as the starter last read it (it waits above STARTER_MAX_BACKLOG).',
+      registers: [registry],
+    }),
     workflowStartFailures: new Counter({
       name: 'flash_sale_workflow_start_failures_total',
       help: 'Workflow starts that failed, by cause; the entry is tried again.',

@@ -23,6 +23,8 @@ export interface Operations {
   signalPaid(orderId: string, payment: Payment): Promise<'signalled' | 'not-found'>;
   /** Resolves when the configured namespace answers (for /readyz). */
   checkNamespace(): Promise<void>;
+  /** @returns the workflow tasks waiting for a worker on the order task queue (Temporal's approximate count) */
+  taskBacklog(): Promise<number>;
 }
 
 export interface OrderWorkflows extends Operations {
@@ -161,6 +163,7 @@ export async function startOrderWorkflows(config: Config, log: Logger): Promise<
     start: (order) => call('start', order),
     signalPaid: (orderId, payment) => call('signalPaid', orderId, payment),
     checkNamespace: () => call('checkNamespace'),
+    taskBacklog: () => call('taskBacklog'),
     async close() {
       closed = true;
       clearTimeout(restarting);

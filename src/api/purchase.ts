@@ -8,17 +8,16 @@
  * flag (memory) → 410 once the bearer token is present and JWT-shaped; its signature and claims are checked
  * only when the answer depends on who the buyer is (SOLD_OUT_VERIFIES_TOKEN=true checks them first).
  */
-import { randomUUID } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import type { Counter, Histogram } from 'prom-client';
 import { parseId } from '../domain';
+import { newOrderId } from '../orderId';
 import { hasBearerJwt, refuseToken, type Authentication, type BuyerAuthenticator } from './auth';
 import type { AppDeps } from './app';
 import { reply, type ErrorCode } from './errors';
 
 // As @koa/router matched it: letter case ignored, one trailing slash allowed.
 const PURCHASE_PATH = /^\/api\/flash-sales\/items\/([^/]+)\/purchase\/?$/i;
-const ROUTER_METHODS = new Set(['HEAD', 'OPTIONS', 'GET', 'PUT', 'PATCH', 'POST', 'DELETE']);
 
 /** Decodes a path segment as @koa/router would (`%31` → `1`); a malformed escape stays as it is (→ 400). */
 function segment(raw: string): string {
@@ -45,14 +44,14 @@ interface Attempt {
 /**
  * Middleware for the stampede's route, mounted ahead of the router: the sold-out answer is 98% of the traffic,
  * and @koa/router's per-request matching over every route and middleware composition cost more than the
- * answer itself. Other methods on this path answer as the router answers them elsewhere (OPTIONS 200, known
- * methods 405, unknown ones 501, each with `Allow: POST`); other paths go on to the router. Every POST answer,
+ * answer itself. Other methods on this path answer as the router answers them elsewhere (OPTIONS 200, any other
+ * 405, each with `Allow: POST`); other paths go on to the router. Every POST answer,
  * refusals of the token and errors included, is counted in the purchase metrics under its code.
  * @param authenticate the buyer authenticator shared with the other buyer routes
  * @param replyToError answers what the route throws (the app's JSON error replies) and returns the code it answered
  */
 export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, replyToError: (ctx: Context, err: unknown) => ErrorCode) {
-  const { catalog, store, soldOut, starter, recentSales, metrics, log, config } = deps;
+  const { catalog, store, soldOut, starter, metrics, log, config } = deps;
 
   const debug = log.isLevelEnabled('debug');
   // The answer for a sold-out item is the same for every buyer and acts on no one's behalf (I6, I7), so its
@@ -116,7 +115,7 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     if (now < item.startsAtMs || now >= item.endsAtMs) return answer(attempt, 'SALE_NOT_ACTIVE');
 
     const order = {
-      orderId: randomUUID(),
+      orderId: newOrderId(item.saleId),
       saleId: item.saleId,
       itemId,
       userId: buyerId,
@@ -145,7 +144,6 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     if (outcome.stockLeft === 0) soldOut.flag(item.saleId, itemId);
     // The reservation and its start queue entry are in Redis: the order is accepted, its workflow is the
     // starter's to start (I4). This process's starter is told, so the start does not wait for its next poll.
-    recentSales.add(item.saleId);
     starter.notice(item.saleId);
     return answer(attempt, 'PENDING', { orderId: order.orderId, paymentDeadline: new Date(now + item.paymentWindowMs).toISOString() });
   };
@@ -155,7 +153,7 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     if (!match) return next();
     if (ctx.method !== 'POST') {
       ctx.set('Allow', 'POST');
-      if (ctx.method !== 'OPTIONS') return reply(ctx, ROUTER_METHODS.has(ctx.method) ? 'METHOD_NOT_ALLOWED' : 'NOT_IMPLEMENTED');
+      if (ctx.method !== 'OPTIONS') return reply(ctx, 'METHOD_NOT_ALLOWED');
       ctx.status = 200;
       ctx.body = '';
       return;

@@ -8,6 +8,11 @@
  * - RESOURCE_EXHAUSTED, UNAVAILABLE and DEADLINE_EXCEEDED pause all reading (exponential back-off, 100 ms to
  *   5 s) and the entry is tried again after the pause. Any other failure leaves the entry pending; it comes
  *   back through the claim below.
+ * - Until the next reading of the task queue's backlog (Temporal's count of workflow tasks waiting for a
+ *   worker, read every BACKLOG_CHECK_MS), at most maxBacklog minus that backlog starts are made: beyond what the
+ *   workers take, starting more only lengthens the queue inside Temporal, where the orders' first tasks compete
+ *   with the tasks that settle others (workflow tasks then outlast their timeout and are run again). Those
+ *   orders wait in Redis instead, accepted and payable.
  * - Entries pending with any starter for claimIdleMs or more are claimed (XAUTOCLAIM): those of a process that
  *   died, and those that failed here. claimIdleMs exceeds a start's deadline, so a start still in flight
  *   elsewhere is not claimed; if one is, its second start finds the workflow and counts as started.
@@ -28,16 +33,23 @@ export interface StarterDeps {
   start(order: OrderInput): Promise<'started' | 'already-started'>;
   /** The sales whose queues may hold entries (cached by the caller). */
   saleIds(): Promise<readonly number[]>;
+  /** Workflow tasks waiting for a worker on the order task queue. */
+  taskBacklog(): Promise<number>;
+  /** At most this many minus taskBacklog() starts are made until the next reading. */
+  maxBacklog: number;
   log: Logger;
   /** This process's name in the consumer group; unique per process. */
   consumer: string;
   maxInFlight: number;
   claimIdleMs: number;
   onStarted(result: 'started' | 'already-started'): void;
+  /** Told each backlog read. */
+  onBacklog(tasks: number): void;
   onFailure(cause: StartFailure): void;
 }
 
 const MIN_POLL_MS = 10;
+const BACKLOG_CHECK_MS = 1000;
 const MAX_POLL_MS = 1000;
 const BACKOFF_START_MS = 100;
 const BACKOFF_MAX_MS = 5000;
@@ -57,6 +69,7 @@ export function classify(err: unknown): StartFailure {
 
 interface SaleState {
   nextPollAt: number;
+  lastPollAt: number;
   intervalMs: number;
   nextClaimAt: number;
   claimCursor: string;
@@ -66,14 +79,21 @@ export class Starter {
   private running = false;
   private loop: Promise<void> | undefined;
   private readonly sales = new Map<number, SaleState>();
+  /** Sales noticed here that the list of sales did not name yet (it is re-read now and then). */
+  private readonly noticed = new Set<number>();
   /** Entry ids in flight or waiting for a retry here, so a claim does not take them twice. */
   private readonly held = new Set<string>();
   private readonly retry: { saleId: number; entry: QueuedOrder }[] = [];
   private readonly inFlight = new Set<Promise<void>>();
   private pausedUntil = 0;
   private backoffMs = 0;
+  /** Ends the loop's current wait: a sleep until the next poll (then idleUntil says until when), or a wait for a slot. */
   private wake: (() => void) | undefined;
+  private idleUntil = Infinity;
   private lastLagLog = 0;
+  private nextBacklogCheck = 0;
+  /** Starts still allowed until the next backlog reading. */
+  private budget = 0;
   private lastReadError = 0;
 
   constructor(private readonly deps: StarterDeps) {}
@@ -85,12 +105,19 @@ export class Starter {
     this.loop = this.run();
   }
 
-  /** Says that this process has just appended to the sale's queue: poll it now. */
+  /**
+   * Says that this process has just appended to the sale's queue: poll it soon (at most every MIN_POLL_MS, so a
+   * stampede's reservations cost one read per poll, not one each). Wakes the loop only out of an idle sleep
+   * that would last longer; a loop waiting for a free slot or paused by the back-off is left alone.
+   */
   notice(saleId: number): void {
+    if (!this.sales.has(saleId)) this.noticed.add(saleId);
     const state = this.stateOf(saleId);
     state.intervalMs = MIN_POLL_MS;
-    state.nextPollAt = 0;
-    this.wake?.();
+    const at = Math.max(Date.now(), state.lastPollAt + MIN_POLL_MS);
+    if (at >= state.nextPollAt) return;
+    state.nextPollAt = at;
+    if (at < this.idleUntil) this.wake?.();
   }
 
   /**
@@ -125,22 +152,25 @@ export class Starter {
   private stateOf(saleId: number): SaleState {
     let state = this.sales.get(saleId);
     if (!state) {
-      state = { nextPollAt: 0, intervalMs: MIN_POLL_MS, nextClaimAt: 0, claimCursor: '0-0' };
+      state = { nextPollAt: 0, lastPollAt: 0, intervalMs: MIN_POLL_MS, nextClaimAt: 0, claimCursor: '0-0' };
       this.sales.set(saleId, state);
     }
     return state;
   }
 
-  private sleep(ms: number): Promise<void> {
+  /** Waits ms (Infinity: until woken); `idle` lets notice() wake it early, else only a freed slot or stop() does. */
+  private sleep(ms: number, idle: boolean): Promise<void> {
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
+      const timer = Number.isFinite(ms) ? setTimeout(done, ms) : undefined;
       function done() {
         clearTimeout(timer);
         resolve();
       }
       this.wake = done;
+      this.idleUntil = idle ? Date.now() + ms : -Infinity;
     }).finally(() => {
       this.wake = undefined;
+      this.idleUntil = Infinity;
     });
   }
 
@@ -149,14 +179,18 @@ export class Starter {
     while (this.running) {
       const now = Date.now();
       if (now < this.pausedUntil) {
-        await this.sleep(this.pausedUntil - now);
+        await this.sleep(this.pausedUntil - now, false);
         continue;
       }
       if (this.inFlight.size >= this.deps.maxInFlight) {
-        await Promise.race([...this.inFlight, this.sleep(MAX_POLL_MS)]);
+        await this.sleep(Infinity, false);
         continue;
       }
-      while (this.retry.length && this.inFlight.size < this.deps.maxInFlight) {
+      if (await this.waitForWorkers(now)) {
+        await this.sleep(this.nextBacklogCheck - Date.now(), false);
+        continue;
+      }
+      while (this.retry.length && this.inFlight.size < this.deps.maxInFlight && this.budget > 0) {
         const { saleId, entry } = this.retry.shift() as { saleId: number; entry: QueuedOrder };
         this.launch(saleId, entry);
       }
@@ -175,13 +209,17 @@ export class Starter {
         this.pause();
       }
       const next = Math.min(...[...this.sales.values()].map((s) => s.nextPollAt), Date.now() + MAX_POLL_MS);
-      if (this.running && this.inFlight.size < this.deps.maxInFlight && next > Date.now()) await this.sleep(next - Date.now());
+      if (this.running && this.inFlight.size < this.deps.maxInFlight && next > Date.now()) await this.sleep(next - Date.now(), true);
     }
   }
 
-  /** Polls the given sales from now on, and stops polling those that left the list (unless entries of theirs wait here). */
+  /**
+   * Polls the given sales from now on, and stops polling those that left the list (unless entries of theirs wait
+   * here, or this process noticed them and the list does not name them yet).
+   */
   private async watch(saleIds: readonly number[]): Promise<void> {
-    const keep = new Set([...saleIds, ...this.retry.map((r) => r.saleId)]);
+    for (const saleId of saleIds) this.noticed.delete(saleId);
+    const keep = new Set([...saleIds, ...this.noticed, ...this.retry.map((r) => r.saleId)]);
     for (const saleId of this.sales.keys()) if (!keep.has(saleId)) this.sales.delete(saleId);
     for (const saleId of saleIds) this.stateOf(saleId);
   }
@@ -190,7 +228,7 @@ export class Starter {
   private async pollDue(now: number): Promise<void> {
     const due = [...this.sales].filter(([, s]) => s.nextPollAt <= now).sort(([, a], [, b]) => a.nextPollAt - b.nextPollAt);
     for (const [saleId, state] of due) {
-      const free = this.deps.maxInFlight - this.inFlight.size;
+      const free = Math.min(this.deps.maxInFlight - this.inFlight.size, this.budget);
       if (free <= 0 || !this.running || Date.now() < this.pausedUntil) return;
       const raw: RawEntry[] = [];
       if (now >= state.nextClaimAt) {
@@ -210,8 +248,27 @@ export class Starter {
         }
       }
       state.intervalMs = raw.length ? MIN_POLL_MS : Math.min(MAX_POLL_MS, state.intervalMs * 2);
+      state.lastPollAt = now;
       state.nextPollAt = now + state.intervalMs;
     }
+  }
+
+  /**
+   * Reads the task queue's backlog once BACKLOG_CHECK_MS has passed and sets the budget of starts until the next
+   * reading. A failed read allows a full budget: the starts then find out for themselves.
+   * @returns whether the budget is spent (starts wait for the next reading)
+   */
+  private async waitForWorkers(now: number): Promise<boolean> {
+    if (now >= this.nextBacklogCheck) {
+      this.nextBacklogCheck = now + BACKLOG_CHECK_MS;
+      const tasks = await this.deps.taskBacklog().catch(() => 0);
+      this.deps.onBacklog(tasks);
+      if (tasks >= this.deps.maxBacklog && this.budget > 0) {
+        this.deps.log.info({ tasks, maxBacklog: this.deps.maxBacklog }, 'starts wait: workflow tasks wait for a worker');
+      }
+      this.budget = Math.max(0, this.deps.maxBacklog - tasks);
+    }
+    return this.budget <= 0;
   }
 
   /** Pauses reading; the starts that fail during a pause do not lengthen it (one step per round). */
@@ -222,6 +279,7 @@ export class Starter {
   }
 
   private launch(saleId: number, entry: QueuedOrder): void {
+    this.budget -= 1;
     this.held.add(entry.entryId);
     const task = this.deps
       .start(entry.order)
@@ -250,7 +308,8 @@ export class Starter {
       )
       .finally(() => {
         this.inFlight.delete(task);
-        this.wake?.();
+        // A loop waiting for a free slot goes on (one paused goes back to its pause); one sleeping until its next poll is left alone.
+        if (this.idleUntil === -Infinity) this.wake?.();
       });
     this.inFlight.add(task);
   }

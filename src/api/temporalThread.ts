@@ -5,6 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { type Client, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import type { Config } from '../config';
 import type { OrderInput, Payment } from '../domain';
 import { connectTemporal, startOrderWorkflow } from '../temporal';
@@ -43,6 +44,15 @@ function operations(client: Client, config: Config): Operations {
         if (err instanceof WorkflowNotFoundError) return 'not-found' as const;
         throw err;
       }
+    },
+    async taskBacklog() {
+      const { stats } = await client.workflowService.describeTaskQueue({
+        namespace: client.options.namespace,
+        taskQueue: { name: config.TEMPORAL_TASK_QUEUE, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+        taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        reportStats: true,
+      });
+      return Number(stats?.approximateBacklogCount ?? 0);
     },
     async checkNamespace() {
       await client.connection.workflowService.describeNamespace({ namespace: client.options.namespace });

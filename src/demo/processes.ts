@@ -18,9 +18,22 @@ export interface Child {
 /**
  * Runs `node --import tsx <script>` with env, logging to logFile.
  * @param readyText text of the log line that says the process is serving
+ * @param options.nice run it at this niceness (`nice -n`), all of its threads: background work that yields the
+ *   CPU to the front door when they share a machine
+ * @param options.timeoutMs how long readiness may take
  */
-export function startChild(name: string, script: string, env: NodeJS.ProcessEnv, logFile: string, readyText: string, timeoutMs = 90_000): Child {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, script)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startChild(
+  name: string,
+  script: string,
+  env: NodeJS.ProcessEnv,
+  logFile: string,
+  readyText: string,
+  options: { nice?: number; timeoutMs?: number } = {},
+): Child {
+  const { nice = 0, timeoutMs = 90_000 } = options;
+  const argv = [process.execPath, '--import', 'tsx', join(ROOT, script)];
+  const [command, ...args] = nice ? ['nice', '-n', String(nice), ...argv] : argv;
+  const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const log = createWriteStream(logFile);
   child.stdout.pipe(log);
   child.stderr.pipe(log);

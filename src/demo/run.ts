@@ -1,9 +1,11 @@
 /**
  * The main job: a whole flash sale on the real stack. Creates a sale, starts the API and the worker as
  * processes, lets a crowd of buyers with real signed JWTs press "buy" at the sale's start, pays a share of
- * the accepted orders through the payment route and the `paid` signal, lets the rest expire, sends a second
- * wave of new buyers for the units that came back (and pays all of those), then audits every store and
- * writes a report (JSON and Markdown) under reports/.
+ * the accepted orders (half through the payment route, which takes payments from the 202 on, half through
+ * the `paid` signal once the order is stored, which a late-started workflow may receive after its deadline:
+ * then it is refunded), lets the rest expire, sends a second wave of new buyers for the units that came back
+ * (and pays all of those through the route), then audits every store and writes a report (JSON and Markdown)
+ * under reports/.
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -97,6 +99,9 @@ export interface DemoResult {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+const SALE_OPENS_IN_MS = 4000;
+const WARMUP_PRESSES = 5000;
+
 /** Signs `count` buyer tokens (HS256, 2 h) the way an identity provider would; subjects are prefix + index. */
 function signTokens(config: Config, prefix: string, count: number): string[] {
   const sign = createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 2 * 3_600_000 });
@@ -145,9 +150,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const store = new ReservationStore(redis);
   const temporal = await connectTemporal(config);
   const children: Child[] = [];
-  const payments = { route: 0, signal: 0, refused: 0, retried: 0, waitedForStart: 0, failed: 0 };
+  const payments = { route: 0, signal: 0, refused: 0, retried: 0, failed: 0 };
   const inFlightPayments: Promise<void>[] = [];
   let progress: NodeJS.Timeout | undefined;
+  let stopRowWatch = () => undefined as void;
+  let stopping = false;
 
   try {
     print(`signing ${options.buyers + options.secondWaveBuyers} buyer tokens…`);
@@ -157,11 +164,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 
     print('starting the API and the worker…');
     children.push(startChild('api', 'src/api/main.ts', env, join(dir, 'api.log'), 'api listening'));
-    children.push(startChild('worker', 'src/worker.ts', env, join(dir, 'worker.log'), 'worker running'));
+    // The worker's work is the drain, at Temporal's pace: it yields the CPU to the API while the stampede lasts.
+    children.push(startChild('worker', 'src/worker.ts', env, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
     await Promise.all(children.map((c) => c.ready));
     const baseUrl = `http://${config.API_HOST}:${options.apiPort}`;
 
-    const saleStartMs = Date.now() + 2000;
+    const saleStartMs = Date.now() + SALE_OPENS_IN_MS;
     const sale = await createSale(pool, {
       name: `demo ${runId}`,
       startsAt: new Date(saleStartMs).toISOString(),
@@ -172,19 +180,45 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     await loadSale(pool, store, sale.saleId, false);
     const itemIds = sale.items.map((i) => i.itemId);
     const totalUnits = options.quantity * options.items;
-    print(`sale ${sale.saleId}: ${options.items} item(s) × ${options.quantity} units, payment window ${options.paymentWindowMs} ms, opens in 2 s`);
+    print(`sale ${sale.saleId}: ${options.items} item(s) × ${options.quantity} units, payment window ${options.paymentWindowMs} ms, opens in ${SALE_OPENS_IN_MS / 1000} s`);
+    // The API was started a moment ago, where a real one has served traffic for a while: warm it (JIT, connections,
+    // token checks) with presses from other buyers before the sale opens, each refused 403 SALE_NOT_ACTIVE, which
+    // changes nothing (I7).
+    const warmup = signTokens(config, `warmup-${runTag}-`, WARMUP_PRESSES).map((token, i) => ({ token, buyer: `warmup-${i}`, itemId: sale.items[0].itemId }));
+    const warmed = await pressAll({ baseUrl, presses: warmup, concurrency: options.concurrency, rate: 0, deadlineMs: saleStartMs - 200 });
+    print(`API warmed: ${warmed.filter((r) => r.status === 403).length} presses before the start refused 403`);
 
     const accepted: string[] = [];
     const counts: Record<string, number> = {};
-    const pay = (orderId: string) => {
+    // Orders whose payment goes by signal wait for their row: the payment service hears of an order from its
+    // OrderPlaced, once the workflow has stored it (a signal needs the workflow; the route needs nothing).
+    const awaitingRow = new Map<string, () => void>();
+    const rowWatch = setInterval(() => {
+      if (!awaitingRow.size) return;
+      void pool.query<{ id: string }>('SELECT id FROM orders WHERE id = ANY($1::uuid[])', [[...awaitingRow.keys()]]).then(
+        (res) => {
+          for (const { id } of res.rows) {
+            awaitingRow.get(id)?.();
+            awaitingRow.delete(id);
+          }
+        },
+        () => undefined,
+      );
+    }, 500);
+    stopRowWatch = () => {
+      clearInterval(rowWatch);
+      for (const resolve of awaitingRow.values()) resolve();
+      awaitingRow.clear();
+    };
+    const stored = (orderId: string) => new Promise<void>((resolve) => awaitingRow.set(orderId, resolve));
+    const pay = (orderId: string, viaSignal: boolean) => {
       const paymentId = `pay-${orderId}`;
-      const viaSignal = accepted.length % 2 === 0;
-      const delay = randomInt(100, Math.max(101, Math.floor(options.paymentWindowMs / 3)));
+      // A buyer takes a couple of seconds or more to pay, and may take up to half of the window.
+      const delay = randomInt(2000, Math.max(2001, Math.floor(options.paymentWindowMs / 2)));
       // Like a real payment service: retry a 5xx or a network error (same paymentId, so it stays
-      // idempotent) until a definitive answer — 200, or a 409/422 that means "refund". A signal needs the
-      // order's workflow, which the starter may not have started yet: that is retried soon, without back-off
-      // (the route takes payments from the 202 on).
-      const attempt = async (): Promise<'route' | 'signal' | 'refused' | 'retry' | 'not-started'> => {
+      // idempotent) until a definitive answer — 200, or a 409/422 that means "refund". A signal to a workflow
+      // that has ended is refused too: the order settled without this payment.
+      const attempt = async (): Promise<'route' | 'signal' | 'refused' | 'retry'> => {
         try {
           if (viaSignal) {
             await temporal.workflow.getHandle(orderId).signal(paidSignal, { paymentId, amount: options.priceMinor });
@@ -199,18 +233,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
           if (res.statusCode === 200) return 'route';
           return res.statusCode >= 500 ? 'retry' : 'refused';
         } catch (err) {
-          return err instanceof WorkflowNotFoundError ? 'not-started' : 'retry';
+          return err instanceof WorkflowNotFoundError ? 'refused' : 'retry';
         }
       };
       inFlightPayments.push(
-        sleep(delay).then(async () => {
-          for (let tries = 1; Date.now() < hardStopMs; tries++) {
+        Promise.all([sleep(delay), viaSignal ? stored(orderId) : undefined]).then(async () => {
+          for (let tries = 1; Date.now() < hardStopMs && !stopping; tries++) {
             const outcome = await attempt();
-            if (outcome === 'not-started') {
-              payments.waitedForStart += 1;
-              await sleep(250);
-              continue;
-            }
             if (outcome !== 'retry') {
               payments[outcome] += 1;
               return;
@@ -222,11 +251,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         }),
       );
     };
-    const onResult = (payShare: number) => (r: PressResult) => {
+    /** @param signalShare of the paid orders, the share paid by the `paid` signal once stored (the rest by the route) */
+    const onResult = (payShare: number, signalShare: number) => (r: PressResult) => {
       counts[r.status] = (counts[r.status] ?? 0) + 1;
       if (r.status === 202 && r.orderId) {
         accepted.push(r.orderId);
-        if (Math.random() < payShare) pay(r.orderId);
+        if (Math.random() < payShare) pay(r.orderId, Math.random() < signalShare);
       }
     };
     const dbCounts = async () => {
@@ -280,7 +310,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     await sleep(Math.max(0, saleStartMs - Date.now()));
     print(`sale open: ${presses.length} presses from ${options.buyers} buyers`);
     const wave1Start = Date.now();
-    const wave1 = await pressAll({ baseUrl, presses, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare) });
+    const wave1 = await pressAll({ baseUrl, presses, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare, 0.5) });
     const wave1Summary = summarize(wave1, wave1Start, Date.now(), saleStartMs);
     const wave1Accepted = accepted.length;
     print(`wave 1 done: ${wave1Accepted} accepted; waiting for their workflows, payments and expiries…`);
@@ -293,12 +323,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const back = (await store.stock(sale.saleId, itemIds)).values();
     const unitsBack = [...back].reduce<number>((n, v) => n + (v ?? 0), 0);
 
-    // Wave 2: new buyers for the units that came back; the sold-out flags clear within SOLD_OUT_RECHECK_MS.
+    // Wave 2: new buyers for the units that came back, all paid through the route (which needs no workflow yet);
+    // the sold-out flags clear within SOLD_OUT_RECHECK_MS.
     await sleep(config.SOLD_OUT_RECHECK_MS + 200);
     print(`wave 2: ${unitsBack} units back in stock, ${options.secondWaveBuyers} new buyers`);
     const wave2Presses = shuffle(wave2Tokens.map((token, i) => ({ token, buyer: `late-${runTag}-${i}`, itemId: itemIds[i % itemIds.length] })));
     const wave2Start = Date.now();
-    const wave2 = await pressAll({ baseUrl, presses: wave2Presses, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(1) });
+    const wave2 = await pressAll({ baseUrl, presses: wave2Presses, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(1, 0) });
     const wave2Summary = summarize(wave2, wave2Start, Date.now(), wave2Start);
     await waitAllFinal(accepted.length);
     clearInterval(progress);
@@ -326,7 +357,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     writeFileSync(result.reportFiles[1], renderMarkdown(result));
     return result;
   } finally {
+    stopping = true;
     clearInterval(progress);
+    stopRowWatch();
     await Promise.allSettled(inFlightPayments);
     await Promise.allSettled(children.map((c) => c.stop()));
     await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);

@@ -13,7 +13,7 @@ import type { Client } from '@temporalio/client';
 import type { RunningApi } from '../../src/api/main';
 import type { OrderView } from '../../src/domain';
 import { saleKeys } from '../../src/reservations';
-import { buyerToken, eventually, createTestSale, testConfig, type Clients } from '../helpers';
+import { buyerToken, eventually, createTestSale, orderResult, testConfig, type Clients } from '../helpers';
 import { countByType, uniqueEvents, type EventTap } from '../kafka';
 import { useWorkflowHarness } from './harness';
 
@@ -105,7 +105,7 @@ test('three purchases, one paid, two expired: HTTP, PostgreSQL, Redis, Kafka and
     expect(['PENDING', 'PAID', 'EXPIRED']).toContain(row.attributes.OrderStatus);
   }
 
-  const results: OrderView[] = await Promise.all(orderIds.map((id) => temporal.workflow.getHandle(id).result()));
+  const results: OrderView[] = await Promise.all(orderIds.map((id) => orderResult(temporal, id)));
   expect(results.map((r) => r.status)).toEqual(['PAID', 'EXPIRED', 'EXPIRED']);
 
   // The buyers' view over HTTP: each sees their own order, final.
