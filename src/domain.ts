@@ -32,6 +32,12 @@ export function isOrderId(text: string): boolean {
  */
 export const BUYER_ID = /^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$/;
 
+/**
+ * A payment id, the payment service's reference and our idempotency key per payment: printable ASCII, 1–200
+ * characters, so that PostgreSQL, Kafka and every log take it as it is (a NUL byte, say, PostgreSQL refuses).
+ */
+export const PAYMENT_ID = /^[ -~]{1,200}$/;
+
 /** What the purchase route hands to the order's workflow (workflow id = orderId). */
 export interface OrderInput {
   orderId: string;

@@ -9,18 +9,21 @@ import { liveOrders } from './orders';
 import type { ReservationStore } from './reservations';
 
 const LAST_RFC3339_MS = Date.UTC(10000, 0, 1);
+/** Names and product ids: no control characters (PostgreSQL text refuses NUL; the others have no business there). */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const LABEL = /^[^\u0000-\u001f\u007f]+$/;
 
 /** Input of a new sale event; times are ISO-8601, money in minor units, durations in ms. */
 export const SaleInput = z
   .object({
-    name: z.string().min(1).max(200),
+    name: z.string().min(1).max(200).regex(LABEL, 'no control characters'),
     startsAt: z.iso.datetime({ offset: true }),
     endsAt: z.iso.datetime({ offset: true }),
     paymentWindowMs: z.number().int().positive().max(86_400_000).default(600_000),
     items: z
       .array(
         z.object({
-          productId: z.string().min(1).max(100),
+          productId: z.string().min(1).max(100).regex(LABEL, 'no control characters'),
           quantity: z.number().int().min(0).max(10_000_000),
           priceMinor: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
           currency: z.string().regex(/^[A-Z]{3}$/).default('EUR'),
@@ -62,7 +65,8 @@ export async function createSale(pool: Pool, input: SaleInput): Promise<Sale> {
   const saleId = await inTransaction(pool, async (tx) => {
     const sale = await tx.query<{ id: number }>(
       'INSERT INTO sale_events (name, starts_at, ends_at, payment_window_ms) VALUES ($1, $2, $3, $4) RETURNING id',
-      [input.name, input.startsAt, input.endsAt, input.paymentWindowMs],
+      // As instants: RFC 3339 allows offsets up to ±23:59, PostgreSQL's input ±15:59.
+      [input.name, new Date(input.startsAt), new Date(input.endsAt), input.paymentWindowMs],
     );
     const id = sale.rows[0].id;
     for (const item of input.items) {

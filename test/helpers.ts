@@ -3,12 +3,14 @@
  * queue, buyer tokens signed like a real issuer would, and sales created through the production code path.
  */
 import { randomUUID } from 'node:crypto';
+import { request, type IncomingHttpHeaders } from 'node:http';
 import { SignJWT } from 'jose';
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { auditSale } from '../src/audit';
 import { loadConfig, type Config } from '../src/config';
 import { createPool } from '../src/db';
+import type { OrderView } from '../src/domain';
 import { createKafka } from '../src/events';
 import { createRedis, ReservationStore, saleKeys, type FlashRedis } from '../src/reservations';
 import { createSale, loadSale, type Sale } from '../src/sales';
@@ -182,3 +184,30 @@ export async function settledAudit(
 
 
 export { freePort } from '../src/demo/processes';
+
+/**
+ * One HTTP request through node:http, for methods fetch will not send (TRACE) or does not know (QUERY).
+ * @returns status, headers (lower-case names) and body text
+ */
+export function rawRequest(method: string, url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/**
+ * The result of an order's workflow, once the starter has started it (an accepted order may wait in its start
+ * queue for a moment; result() on an id Temporal does not know yet fails at once).
+ */
+export async function orderResult(temporal: Client, orderId: string): Promise<OrderView> {
+  const handle = temporal.workflow.getHandle(orderId);
+  await until(`the workflow of order ${orderId}`, () => handle.describe().then(() => true, () => false));
+  return handle.result() as Promise<OrderView>;
+}

@@ -8,14 +8,15 @@
  */
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { isOrderId, type Payment } from '../domain';
+import { isOrderId, PAYMENT_ID, type Payment } from '../domain';
+import { saleOfOrder } from '../orderId';
 import { findOrder, payOrder, persistOrder, type OrderRow } from '../orders';
 import type { Reservation } from '../reservations';
 import type { BuyerState } from './auth';
 import type { AppDeps } from './app';
 import { reply, type ErrorCode } from './errors';
 
-const PaymentBody = z.object({ paymentId: z.string().min(1).max(200), amount: z.number().int().min(0) }).strict();
+const PaymentBody = z.object({ paymentId: z.string().regex(PAYMENT_ID, 'printable ASCII, 1-200 characters'), amount: z.number().int().min(0) }).strict();
 
 function fromRow(row: OrderRow) {
   return {
@@ -30,12 +31,11 @@ function fromRow(row: OrderRow) {
   };
 }
 
-/** A miss re-reads the recent sales when their list is older than this (ms): a sale created a moment ago. */
-const MISS_REFRESH_MS = 500;
-
-/** @returns the reservation of an order PostgreSQL does not hold yet, with its sale, or undefined */
-async function reservationOf({ store, recentSales }: AppDeps, orderId: string): Promise<(Reservation & { saleId: number }) | undefined> {
-  return (await store.findReservation(await recentSales.ids(), orderId)) ?? store.findReservation(await recentSales.ids(MISS_REFRESH_MS), orderId);
+/** @returns the reservation of an order PostgreSQL does not hold yet, with its sale (which its id carries), or undefined */
+async function reservationOf({ store }: AppDeps, orderId: string): Promise<(Reservation & { saleId: number }) | undefined> {
+  const saleId = saleOfOrder(orderId);
+  const held = saleId === undefined ? undefined : await store.findReservation(saleId, orderId);
+  return held && saleId !== undefined ? { saleId, ...held } : undefined;
 }
 
 /** GET handler: the buyer's own order or 404 ORDER_NOT_FOUND (unknown, malformed or someone else's). */

@@ -18,7 +18,7 @@
  */
 import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities, Settled } from '../activities';
-import { orderEvent, type OrderInput, type OrderView, type PayResult, type Payment } from '../domain';
+import { orderEvent, PAYMENT_ID, type OrderInput, type OrderView, type PayResult, type Payment } from '../domain';
 import { OrderStatusKey, paidSignal, payUpdate, statusQuery } from './definitions';
 
 const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
@@ -32,10 +32,10 @@ const SETTLE_AGAIN_MS = 1000;
 function checkPayment(p: unknown): { ok: true; payment: Payment } | { ok: false; paymentId?: string } {
   const candidate = p as Partial<Payment> | null;
   const paymentId = typeof candidate?.paymentId === 'string' && candidate.paymentId.length > 0 ? candidate.paymentId.slice(0, MAX_PAYMENT_ID) : undefined;
-  if (!paymentId || candidate?.paymentId !== paymentId || !Number.isSafeInteger(candidate?.amount) || (candidate?.amount as number) < 0) {
+  if (!paymentId || !PAYMENT_ID.test(candidate?.paymentId as string) || !Number.isSafeInteger(candidate?.amount) || (candidate?.amount as number) < 0) {
     return { ok: false, paymentId };
   }
-  return { ok: true, payment: { paymentId, amount: candidate.amount as number } };
+  return { ok: true, payment: { paymentId, amount: candidate?.amount as number } };
 }
 
 /** @returns the final view of the order (PAID, EXPIRED or REJECTED) */
@@ -46,6 +46,7 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
   const deadlineMs = input.reservedAtMs + input.paymentWindowMs;
   const deadline = new Date(deadlineMs).toISOString();
   let placed: Settled | undefined;
+  let stored = true;
   let settled: Settled | undefined;
   const refunds: { payment: Payment; reason: string }[] = [];
 
@@ -64,6 +65,8 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
   // A payment is decided once the order has its row; an accepted one settles the order (PAID) at once.
   const pay = async (p: Payment): Promise<PayResult> => {
     await condition(() => placed !== undefined);
+    // An order PostgreSQL would not store has no row to pay.
+    if (!stored) return { error: 'ORDER_NOT_PENDING' };
     const result = await local.payOrder(input, p);
     if ('status' in result) settled ??= { status: 'PAID', paymentId: result.paymentId };
     return result;
@@ -75,7 +78,7 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
     validator: (p: Payment) => {
       const checked = checkPayment(p);
       if (!checked.ok) {
-        throw ApplicationFailure.nonRetryable(`payment needs a paymentId of 1-${MAX_PAYMENT_ID} characters and an integer amount >= 0`, 'INVALID_PAYMENT');
+        throw ApplicationFailure.nonRetryable(`payment needs a paymentId of 1-${MAX_PAYMENT_ID} printable ASCII characters and an integer amount >= 0`, 'INVALID_PAYMENT');
       }
       if (checked.payment.amount !== input.priceMinor) {
         throw ApplicationFailure.nonRetryable(`the price is ${input.priceMinor} minor units`, 'AMOUNT_MISMATCH');
@@ -100,6 +103,7 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
   } catch (err) {
     // PostgreSQL refused the row itself (a constraint the order cannot meet): nothing holds the unit but Redis.
     if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable)) throw err;
+    stored = false;
     placed = settled = await local.rejectUnstored(input, err.cause.type ?? 'CONSTRAINT_VIOLATION');
   }
   // Payments that arrived before the order had its row are decided first: paid already, it needs no timer.

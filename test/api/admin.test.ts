@@ -70,26 +70,27 @@ test('POST /api/admin/sales → 201 with item ids, and every item’s stock is l
   expect(read.body.items?.map((i) => i.stock)).toEqual([7, 0, 3]);
 });
 
-describe('POST /api/admin/sales with a bad body → 400 INVALID_BODY, no sale created', () => {
+describe('POST /api/admin/sales with a bad body → 400 INVALID_BODY (shape) or 422 INVALID_SALE (a rule between fields), no sale created', () => {
   const good = () => saleInput(`admin-bad-${run}-${randomUUID()}`, [5]);
-  test.each<[string, () => Record<string, unknown>]>([
-    ['no items', () => ({ ...good(), items: [] })],
-    ['items missing', () => ({ ...good(), items: undefined })],
-    ['endsAt before startsAt', () => ({ ...good(), endsAt: new Date(Date.now() - 3_600_000).toISOString() })],
-    ['startsAt not a date', () => ({ ...good(), startsAt: 'tomorrow' })],
-    ['endsAt in year 10000 once in UTC', () => ({ ...good(), endsAt: '9999-12-31T23:00:00-02:00' })],
-    ['negative quantity', () => ({ ...good(), items: [{ productId: 'x', quantity: -1, priceMinor: 1 }] })],
-    ['fractional quantity', () => ({ ...good(), items: [{ productId: 'x', quantity: 1.5, priceMinor: 1 }] })],
-    ['price as a string', () => ({ ...good(), items: [{ productId: 'x', quantity: 1, priceMinor: '10' }] })],
-    ['duplicate productId', () => ({ ...good(), items: [{ productId: 'x', quantity: 1, priceMinor: 1 }, { productId: 'x', quantity: 2, priceMinor: 1 }] })],
-    ['lower-case currency', () => ({ ...good(), items: [{ productId: 'x', quantity: 1, priceMinor: 1, currency: 'eur' }] })],
-    ['unknown field', () => ({ ...good(), stock: 5 })],
-    ['empty name', () => ({ ...good(), name: '' })],
-  ])('%s', async (_name, build) => {
+  test.each<[string, () => Record<string, unknown>, number, string]>([
+    ['no items', () => ({ ...good(), items: [] }), 400, 'INVALID_BODY'],
+    ['items missing', () => ({ ...good(), items: undefined }), 400, 'INVALID_BODY'],
+    ['endsAt before startsAt', () => ({ ...good(), endsAt: new Date(Date.now() - 3_600_000).toISOString() }), 422, 'INVALID_SALE'],
+    ['startsAt not a date', () => ({ ...good(), startsAt: 'tomorrow' }), 400, 'INVALID_BODY'],
+    ['endsAt in year 10000 once in UTC', () => ({ ...good(), endsAt: '9999-12-31T23:00:00-02:00' }), 422, 'INVALID_SALE'],
+    ['negative quantity', () => ({ ...good(), items: [{ productId: 'x', quantity: -1, priceMinor: 1 }] }), 400, 'INVALID_BODY'],
+    ['fractional quantity', () => ({ ...good(), items: [{ productId: 'x', quantity: 1.5, priceMinor: 1 }] }), 400, 'INVALID_BODY'],
+    ['price as a string', () => ({ ...good(), items: [{ productId: 'x', quantity: 1, priceMinor: '10' }] }), 400, 'INVALID_BODY'],
+    ['duplicate productId', () => ({ ...good(), items: [{ productId: 'x', quantity: 1, priceMinor: 1 }, { productId: 'x', quantity: 2, priceMinor: 1 }] }), 422, 'INVALID_SALE'],
+    ['lower-case currency', () => ({ ...good(), items: [{ productId: 'x', quantity: 1, priceMinor: 1, currency: 'eur' }] }), 400, 'INVALID_BODY'],
+    ['unknown field', () => ({ ...good(), stock: 5 }), 400, 'INVALID_BODY'],
+    ['empty name', () => ({ ...good(), name: '' }), 400, 'INVALID_BODY'],
+    ['a shape fault and a rule broken: the shape wins', () => ({ ...good(), name: '', endsAt: new Date(Date.now() - 3_600_000).toISOString() }), 400, 'INVALID_BODY'],
+  ])('%s', async (_name, build, status, code) => {
     const body = build();
     const reply = await call('POST', '/api/admin/sales', { token: admin, json: body });
-    expect(reply.status).toBe(400);
-    expect(reply.body.error).toBe('INVALID_BODY');
+    expect(reply.status).toBe(status);
+    expect(reply.body.error).toBe(code);
     expect(reply.body.details?.length).toBeGreaterThan(0);
     if (typeof body.name === 'string' && body.name) expect(await salesNamed(body.name)).toBe(0);
   });
@@ -168,6 +169,21 @@ test('POST /stock twice is idempotent: a loaded sale keeps its stock, buyers and
     expect(reply.body.items?.[0].stock).toBe(4);
     expect(await state()).toEqual(before);
   }
+});
+
+test('POST /stock with a flag that is not "true" or "false" → 400 INVALID_QUERY and nothing is loaded', async () => {
+  const sale = await createSale([6]);
+  const itemId = sale.items[0].itemId;
+  const keys = saleKeys(sale.saleId);
+  await clients.redis.del(keys.stock(itemId));
+  for (const query of ['rebuild=AAA', 'rebuild=TRUE', 'rebuild=1', 'force=yes', 'rebuild=true&rebuild=false', 'rebuild=']) {
+    const reply = await call('POST', `/api/admin/sales/${sale.saleId}/stock?${query}`, { token: admin });
+    expect({ query, status: reply.status, error: reply.body.error }).toEqual({ query, status: 400, error: 'INVALID_QUERY' });
+    expect(await clients.redis.exists(keys.stock(itemId))).toBe(0);
+  }
+  // The same request with a well-formed flag does load the stock: the refusals above held back a real change.
+  const loaded = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=false`, { token: admin });
+  expect([loaded.status, loaded.body.items?.[0].stock]).toEqual([200, 6]);
 });
 
 test('?rebuild=true after the sale’s Redis keys were lost restores stock = quantity − pending − paid and the live orders', async () => {

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { findOrder } from '../../src/orders';
 import type { Sale } from '../../src/sales';
-import { buyerToken, eventually, createTestSale, testConfig, type Clients } from '../helpers';
+import { buyerToken, eventually, createTestSale, orderResult, testConfig, type Clients } from '../helpers';
 import type { Http } from '../openapi';
 import { useAppHarness } from './harness';
 
@@ -118,6 +118,8 @@ describe('payment route', () => {
       ['no amount', { json: { paymentId: 'p1' } }],
       ['empty paymentId', { json: { paymentId: '', amount: PRICE } }],
       ['paymentId too long', { json: { paymentId: 'p'.repeat(201), amount: PRICE } }],
+      ['paymentId with a NUL byte', { json: { paymentId: 'p\u0000', amount: PRICE } }],
+      ['paymentId with a line break', { json: { paymentId: 'p\n1', amount: PRICE } }],
       ['fractional amount', { json: { paymentId: 'p1', amount: 19.99 } }],
       ['amount as a string', { json: { paymentId: 'p1', amount: String(PRICE) } }],
       ['negative amount', { json: { paymentId: 'p1', amount: -1 } }],
@@ -167,7 +169,7 @@ describe('payment route', () => {
     expect(second.body).toEqual({ error: 'ORDER_NOT_PENDING', orderId });
 
     // Once the workflow has ended, PostgreSQL answers the same way.
-    await temporal.workflow.getHandle(orderId).result();
+    await orderResult(temporal, orderId);
     const afterEnd = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `pay-${run}-3`, amount: PRICE } });
     expect(afterEnd.status).toBe(409);
     expect(afterEnd.body).toEqual({ error: 'ORDER_NOT_PENDING', orderId });

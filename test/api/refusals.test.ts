@@ -12,7 +12,7 @@ import { generateKeyPair, SignJWT } from 'jose';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservations';
 import type { Sale } from '../../src/sales';
-import { buyerToken, eventually, createTestSale, testConfig, type Clients } from '../helpers';
+import { buyerToken, eventually, createTestSale, rawRequest, testConfig, type Clients } from '../helpers';
 import { http, type CallOptions, type Http } from '../openapi';
 import { useAppHarness } from './harness';
 
@@ -286,9 +286,40 @@ test('other methods on the purchase path answer as the router does elsewhere, no
   }
   const options = await send('OPTIONS');
   expect([options.status, options.headers.get('allow'), await options.text()]).toEqual([200, 'POST', '']);
-  const unknown = await send('PROPFIND');
-  expect([unknown.status, unknown.headers.get('allow'), await unknown.json()]).toEqual([501, 'POST', { error: 'NOT_IMPLEMENTED' }]);
+  // fetch refuses TRACE (and knows no QUERY), so these go through node:http.
+  for (const method of ['PROPFIND', 'TRACE', 'QUERY']) {
+    const other = await rawRequest(method, `${app.api.url}/api/flash-sales/items/${itemId}/purchase`, { authorization: `Bearer ${token}` });
+    expect({ method, status: other.status, allow: other.headers.allow, body: JSON.parse(other.text) }).toEqual({
+      method,
+      status: 405,
+      allow: 'POST',
+      body: { error: 'METHOD_NOT_ALLOWED' },
+    });
+  }
   expect(await snapshot(sale)).toEqual(before);
+});
+
+test('TRACE and QUERY on the router’s routes → 405 METHOD_NOT_ALLOWED with the Allow of the path (RFC 9110), not 501', async () => {
+  const token = await buyerToken(config, `trace-${run}`);
+  const cases: [string, string, string][] = [
+    ['TRACE', '/healthz', 'HEAD, GET'],
+    ['QUERY', '/healthz', 'HEAD, GET'],
+    ['TRACE', `/api/flash-sales/orders/${randomUUID()}`, 'HEAD, GET'],
+    ['QUERY', '/api/admin/sales', 'POST'],
+    ['TRACE', `/api/admin/sales/${sale.saleId}/stock`, 'POST'],
+  ];
+  for (const [method, path, allow] of cases) {
+    const reply = await rawRequest(method, `${app.api.url}${path}`, { authorization: `Bearer ${token}` });
+    expect({ method, path, status: reply.status, allow: reply.headers.allow, body: JSON.parse(reply.text) }).toEqual({
+      method,
+      path,
+      status: 405,
+      allow,
+      body: { error: 'METHOD_NOT_ALLOWED' },
+    });
+  }
+  const unknownPath = await rawRequest('TRACE', `${app.api.url}/nowhere`);
+  expect([unknownPath.status, JSON.parse(unknownPath.text)]).toEqual([404, { error: 'NOT_FOUND' }]);
 });
 
 test('the purchase path with a trailing slash or in another letter case is still the purchase route', async () => {

@@ -1,0 +1,78 @@
+/**
+ * The contract fuzzed: schemathesis (`st`, installed by scripts/services.sh from PyPI) generates requests from
+ * openapi.yaml against the real API on the real stack with every check (`--checks all`), once per credential:
+ * a buyer JWT (the buyer routes), the admin token (the admin routes), the payment service token (the payment
+ * route); the public routes in every pass. The data each needs to reach past 401/404 (an active sale, its item,
+ * an order of that buyer) is made here first and handed over through test/contract/schemathesis.toml, which
+ * also fixes the seed and the number of examples. Each pass's report is kept in reports/schemathesis-*.txt; a
+ * failure prints it, with a curl line that reproduces each failing case.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { buyerToken, createTestSale, testConfig } from './helpers';
+import { useAppHarness } from './api/harness';
+
+const ROOT = join(__dirname, '..');
+const ST = join(ROOT, '.local', 'venv', 'bin', 'st');
+const PUBLIC = ['health', 'ready', 'metrics', 'openapi'];
+const config = testConfig();
+const app = useAppHarness(config, 'contract');
+const data: Record<string, string> = {};
+let buyer = '';
+
+beforeAll(async () => {
+  const sale = await createTestSale(app.clients, { quantities: [1000], paymentWindowMs: 600_000 });
+  buyer = await buyerToken(config, `contract-${sale.saleId}`, '2h');
+  const order = await app.call('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token: buyer });
+  expect(order.status).toBe(202);
+  app.accepted.push(order.body.orderId as string);
+  Object.assign(data, { SALE_ID: String(sale.saleId), ITEM_ID: String(sale.items[0].itemId), ORDER_ID: order.body.orderId as string });
+});
+
+/**
+ * Runs one schemathesis pass over the given operation ids with the credential (in a child process: the API
+ * it fuzzes answers from this one).
+ * @returns its exit status and report
+ */
+async function fuzz(token: string, operations: string[]): Promise<{ status: number | null; output: string }> {
+  const child = spawn(
+    ST,
+    [
+      '--no-color',
+      '--config-file',
+      join(__dirname, 'contract', 'schemathesis.toml'),
+      'run',
+      `${app.api.url}/openapi.json`,
+      '--checks',
+      'all',
+      '-H',
+      `Authorization: Bearer ${token}`,
+      ...operations.flatMap((id) => ['--include-operation-id', id]),
+    ],
+    { cwd: ROOT, env: { ...process.env, ...data }, stdio: ['ignore', 'pipe', 'pipe'], timeout: 170_000 },
+  );
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  const [status] = (await once(child, 'close')) as [number | null];
+  return { status, output };
+}
+
+test.each([
+  ['a buyer JWT', 'buyer', () => buyer, ['purchase', 'getOrder']],
+  ['the admin token', 'admin', () => config.ADMIN_TOKEN, ['createSale', 'getSale', 'loadStock']],
+  ['the payment service token', 'payment', () => config.PAYMENT_SERVICE_TOKEN, ['pay']],
+])('schemathesis with %s: no failure, every operation of the pass tested, none left for auth or data', async (_name, pass, credential, own) => {
+  const operations = [...own, ...PUBLIC];
+  const { status, output } = await fuzz(credential(), operations);
+  mkdirSync(join(ROOT, 'reports'), { recursive: true });
+  writeFileSync(join(ROOT, 'reports', `schemathesis-${pass}.txt`), output);
+  // Generated bodies can be tens of KB on one line: the report keeps each line's head.
+  const report = output.split('\n').map((line) => (line.length > 600 ? `${line.slice(0, 600)} …` : line)).join('\n');
+  if (status !== 0) throw new Error(`schemathesis failed (exit ${status}):\n${report}`);
+  expect(output).toContain(`Selected: ${operations.length}/`);
+  expect(output).toContain(`Tested: ${operations.length}`);
+  expect(output).not.toMatch(/Skipped:|Missing authentication|Missing valid test data/);
+}, 180_000);
