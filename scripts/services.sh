@@ -3,6 +3,9 @@
 #
 #   bash scripts/services.sh up       install what is missing, start what is stopped, wait until each answers
 #   bash scripts/services.sh down     stop all four
+#   bash scripts/services.sh stop NAME [immediate]
+#                                     stop one: redis, postgres (fast shutdown; `immediate`: no checkpoint,
+#                                     as after a crash), kafka or temporal; `up` starts it again
 #   bash scripts/services.sh status   one line per service; exit 1 unless all four are up
 #
 # Settings: scripts/stack.env (environment variables win). Everything listens on 127.0.0.1 only.
@@ -311,10 +314,10 @@ SQL
     die "creating role $PGUSER / database $PGDATABASE failed" "$PG_LOG" "read the log; then run up again"
 }
 
-pg_stop() {
+pg_stop() { # [MODE]: fast (default) or immediate
   PG_BIN=$(pg_bindir) || return 0
   pg_running || return 0
-  as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -m fast -w -t 60 stop >/dev/null ||
+  as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -m "${1:-fast}" -w -t 60 stop >/dev/null ||
     die "pg_ctl stop failed" "$PG_LOG" "read the log; the server pid is in .local/pg/data/postmaster.pid"
 }
 
@@ -518,13 +521,27 @@ cmd_down() {
   status_lines || true
 }
 
+cmd_stop() { # NAME [immediate]
+  case ${1:-} in
+    redis) redis_stop ;;
+    postgres)
+      [[ ${2:-fast} == fast || ${2:-} == immediate ]] || die "unknown shutdown mode ${2:-}" "" "use fast (the default) or immediate"
+      pg_stop "${2:-fast}"
+      ;;
+    kafka) kafka_stop ;;
+    temporal) temporal_stop ;;
+    *) die "no service named '${1:-}'" "" "stop one of redis, postgres, kafka, temporal" ;;
+  esac
+}
+
 main() {
   mkdir -p "$LOGS"
   case ${1:-} in
     up) lock && cmd_up ;;
     down) lock && cmd_down ;;
+    stop) lock && cmd_stop "${@:2}" ;;
     status) status_lines ;;
-    *) log "usage: $0 up|down|status" && exit 2 ;;
+    *) log "usage: $0 up|down|stop NAME [immediate]|status" && exit 2 ;;
   esac
 }
 

@@ -7,22 +7,14 @@ import type { Config } from './config';
 import { createLogger } from './logger';
 import type { OrderEvent } from './domain';
 
-/**
- * Bounds of one publish, retries included: each request gives up after PUBLISH_REQUEST_TIMEOUT_MS, and at
- * most PUBLISH_RETRIES retries follow, waiting 250 ms doubling up to 2 s between them (±20%). Worst case about
- * 5 × 3 s + 4.5 s ≈ 20 s, under the 30 s timeout of the local activity that publishes: the activity's retry
- * never starts while kafkajs still retries the attempt before it, so an attempt that gave up sends nothing
- * later (the broker stopped for longer than the activity timeout once landed up to 3 copies, one after the
- * order's final event).
- */
-const PUBLISH_REQUEST_TIMEOUT_MS = 3000;
-const PUBLISH_RETRIES = 4;
+/** Retries of a client whose every request must get through in the end (the publisher's, see EventPublisher). */
+export const UNTIL_ANSWERED = { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 300, maxRetryTime: 2000 };
 
 /**
  * Kafka client for the configured broker(s).
- * @param requestTimeoutMs how long one request may wait for the broker (the publisher's is short, see above)
+ * @param retry kafkajs' retries of the client's requests (connecting, metadata): 8 by default
  */
-export function createKafka(config: Config, clientId: string, requestTimeoutMs = 30_000): Kafka {
+export function createKafka(config: Config, clientId: string, retry: { retries: number; initialRetryTime: number; maxRetryTime?: number } = { initialRetryTime: 100, retries: 8 }): Kafka {
   const log = createLogger(config.LOG_LEVEL, clientId);
   return new Kafka({
     clientId,
@@ -36,18 +28,26 @@ export function createKafka(config: Config, clientId: string, requestTimeoutMs =
         if (level === logLevel.ERROR) log.error(entry, message);
         else log.warn(entry, message);
       },
-    requestTimeout: requestTimeoutMs,
-    retry: { initialRetryTime: 100, retries: 8 },
+    retry,
   });
 }
 
-/** Kafka client for an EventPublisher: requests bounded as the publish deadline above needs. */
-export function createPublisherKafka(config: Config, clientId: string): Kafka {
-  return createKafka(config, clientId, PUBLISH_REQUEST_TIMEOUT_MS);
-}
-
-/** Publishes order events; each publish resolves once all in-sync replicas have the message. */
+/**
+ * Publishes order events; each publish resolves once all in-sync replicas have the message.
+ *
+ * One send per event at a time: the local activity that publishes may time out (30 s) and run again while
+ * the broker is away, and a second send of the same event beside the first lands a copy, maybe after the
+ * order's final event. A deadline of the publisher's own, shorter than the activity's, did not stop that: a
+ * send that gives up while a request is in doubt (written to a broker that restarts, its answer lost) may
+ * still have landed, and the retry lands it again (seen in test/workflow/kafka-outage.test.ts). So a send is
+ * never abandoned: on a client made with UNTIL_ANSWERED retries (connecting included) the idempotent producer
+ * retries it until the broker answers, with the same sequence number, which the broker drops if it has it
+ * already; and a publish of an event whose send is on its way joins that send instead of starting another.
+ */
 export class EventPublisher {
+  /** Sends on their way, by eventId. */
+  private readonly sending = new Map<string, Promise<void>>();
+
   private constructor(
     private readonly producer: Producer,
     private readonly topic: string,
@@ -55,31 +55,39 @@ export class EventPublisher {
 
   /**
    * Connects a producer. With idempotent=true, kafkajs' idempotent producer with one request in flight
-   * (more in flight has failed with OUT_OF_ORDER_SEQUENCE_NUMBER); otherwise a plain producer whose retried
+   * (more in flight has failed with OUT_OF_ORDER_SEQUENCE_NUMBER), retrying each send until the broker answers
+   * (waits of 300 ms growing to 2 s); otherwise a plain producer, with kafkajs' five retries, whose retried
    * duplicates consumers drop by eventId.
    */
   static async connect(kafka: Kafka, topic: string, idempotent: boolean): Promise<EventPublisher> {
     // The default (murmur2) partitioner, as Java clients use, so a key lands where other producers put it.
-    const common = {
-      allowAutoTopicCreation: false,
-      createPartitioner: Partitioners.DefaultPartitioner,
-      retry: { retries: PUBLISH_RETRIES, initialRetryTime: 250, maxRetryTime: 2000 },
-    };
-    const producer = kafka.producer(idempotent ? { ...common, idempotent: true, maxInFlightRequests: 1 } : common);
+    const common = { allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner };
+    const producer = kafka.producer(
+      idempotent
+        ? { ...common, idempotent: true, maxInFlightRequests: 1, retry: UNTIL_ANSWERED }
+        : common,
+    );
     await producer.connect();
     return new EventPublisher(producer, topic);
   }
 
   /**
-   * @throws kafkajs errors after its retries are spent, within about 20 s (the calling activity is then retried
-   *   by Temporal)
+   * Sends the event, or joins its send already on its way.
+   * @throws kafkajs errors the producer does not retry (or, not idempotent, after its retries)
    */
-  async publish(event: OrderEvent): Promise<void> {
-    await this.producer.send({
-      topic: this.topic,
-      acks: -1,
-      messages: [{ key: String(event.itemId), value: JSON.stringify(event), headers: { eventId: event.eventId, type: event.type } }],
-    });
+  publish(event: OrderEvent): Promise<void> {
+    const onItsWay = this.sending.get(event.eventId);
+    if (onItsWay) return onItsWay;
+    const send = this.producer
+      .send({
+        topic: this.topic,
+        acks: -1,
+        messages: [{ key: String(event.itemId), value: JSON.stringify(event), headers: { eventId: event.eventId, type: event.type } }],
+      })
+      .then(() => undefined)
+      .finally(() => this.sending.delete(event.eventId));
+    this.sending.set(event.eventId, send);
+    return send;
   }
 
   async disconnect(): Promise<void> {

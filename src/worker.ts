@@ -6,7 +6,7 @@ import { bundleWorkflowCode, NativeConnection, Runtime, Worker, type WorkerOptio
 import { createActivities } from './activities';
 import { loadConfig, type Config } from './config';
 import { createPool } from './db';
-import { createPublisherKafka, EventPublisher } from './events';
+import { createKafka, EventPublisher, UNTIL_ANSWERED } from './events';
 import { createLogger } from './logger';
 import { createRedis, ReservationStore } from './reservations';
 
@@ -33,7 +33,7 @@ export interface RunningWorker {
 export async function startWorker(config: Config, bundle: BundleOption, extraActivities: Record<string, () => Promise<unknown>> = {}): Promise<RunningWorker> {
   const pool = createPool(config);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
-  const events = await EventPublisher.connect(createPublisherKafka(config, 'flash-sale-worker'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+  const events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker', UNTIL_ANSWERED), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
   const connection = await NativeConnection.connect({ address: `${config.TEMPORAL_HOST}:${config.TEMPORAL_PORT}` });
   const worker = await Worker.create({
     connection,
