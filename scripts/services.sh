@@ -301,6 +301,9 @@ pg_start() {
 }
 
 pg_wait() {
+  # pg_ctl start -W returns before the postmaster writes its pid file (later still after a crash, while it
+  # recovers): until it does, `pg_ctl status` says not running.
+  wait_for 10 true pg_running >/dev/null || true
   wait_for 60 pg_running pg_ready ||
     die "PostgreSQL did not accept connections on $HOST:$PGPORT ($WAIT_FAILURE)" "$PG_LOG" "read the log; then down and up again"
   # Role and database, idempotently; ALTER keeps the password in step with stack.env.
