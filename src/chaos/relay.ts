@@ -1,7 +1,8 @@
 /**
- * A TCP relay in front of a real server (Temporal, in these suites), for faults a test controls: cut (open
- * connections destroyed, new ones refused), restore (accepting again on the same port), freeze (connections
- * stay open and bytes are held, as from a server that stopped answering), thaw (the held bytes go on).
+ * A TCP relay in front of a real server (Temporal, for the fault campaign and the tests), for faults the caller
+ * controls: cut (open connections destroyed, new ones refused), restore (accepting again on the same port),
+ * freeze (connections stay open and bytes are held, as from a server that stopped answering), thaw (the held
+ * bytes go on), and latency (every chunk delayed, in both directions, order kept).
  */
 import { once } from 'node:events';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
@@ -12,6 +13,8 @@ export interface Relay {
   restore(): Promise<void>;
   freeze(): void;
   thaw(): void;
+  /** Delays every chunk by ms from now on (0: none). */
+  delay(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -19,18 +22,31 @@ export interface Relay {
 export async function openRelay(host: string, port: number): Promise<Relay> {
   const relayed = new Set<Socket>();
   let frozen = false;
+  let latencyMs = 0;
   const held: [Socket, Buffer][] = [];
+  // A chunk delayed waits behind those before it on its socket, so a stream's bytes keep their order.
+  const lastWrite = new Map<Socket, Promise<void>>();
+  const write = (to: Socket, chunk: Buffer) => {
+    if (!latencyMs) return void to.write(chunk);
+    const ms = latencyMs;
+    const after = (lastWrite.get(to) ?? Promise.resolve()).then(() => new Promise<void>((r) => setTimeout(r, ms)));
+    lastWrite.set(to, after);
+    void after.then(() => !to.destroyed && to.write(chunk));
+  };
   const forward = (from: Socket, to: Socket) =>
     from.on('data', (chunk: Buffer) => {
       if (frozen) held.push([to, chunk]);
-      else to.write(chunk);
+      else write(to, chunk);
     });
   const listen = async (at: number): Promise<Server> => {
     const server = createServer((inbound) => {
       const outbound = connect(port, host);
       for (const socket of [inbound, outbound]) {
         relayed.add(socket);
-        socket.on('close', () => relayed.delete(socket));
+        socket.on('close', () => {
+          relayed.delete(socket);
+          lastWrite.delete(socket);
+        });
       }
       forward(inbound, outbound);
       forward(outbound, inbound);
@@ -57,7 +73,10 @@ export async function openRelay(host: string, port: number): Promise<Relay> {
     freeze: () => void (frozen = true),
     thaw() {
       frozen = false;
-      for (const [to, chunk] of held.splice(0)) if (!to.destroyed) to.write(chunk);
+      for (const [to, chunk] of held.splice(0)) if (!to.destroyed) write(to, chunk);
+    },
+    delay(ms: number) {
+      latencyMs = ms;
     },
     close: cut,
   };

@@ -37,7 +37,7 @@ import {
 } from '../helpers';
 import { countByType, uniqueEvents, type EventTap } from '../kafka';
 import { http, type ApiReply } from '../openapi';
-import { openRelay, type Relay } from '../relay';
+import { openRelay, type Relay } from '../../src/chaos/relay';
 import { useWorkflowHarness } from '../workflow/harness';
 
 const config = testConfig();
