@@ -5,7 +5,7 @@
  * admit (a bad buyer id) or what it cannot sign (RS256).
  */
 import { buyerAuthenticator } from '../src/api/auth';
-import { signBuyerToken } from '../src/cli/token';
+import { signBuyerToken } from '../src/devTokens';
 import { loadConfig } from '../src/config';
 import { createLogger } from '../src/logger';
 
