@@ -16,7 +16,7 @@ import { useAppHarness } from './api/harness';
 
 const ROOT = join(__dirname, '..');
 const ST = join(ROOT, '.local', 'venv', 'bin', 'st');
-const PUBLIC = ['health', 'ready', 'metrics', 'openapi'];
+const PUBLIC = ['health', 'ready', 'metrics', 'openapi', 'getSaleView', 'devToken', 'salePage', 'saleAsset'];
 const config = testConfig();
 const app = useAppHarness(config, 'contract');
 const data: Record<string, string> = {};

@@ -186,7 +186,8 @@ export async function settledAudit(
 export { freePort } from '../src/demo/processes';
 
 /**
- * One HTTP request through node:http, for methods fetch will not send (TRACE) or does not know (QUERY).
+ * One HTTP request through node:http, for methods fetch will not send (TRACE) or does not know (QUERY), and for
+ * conditional requests (fetch adds `Cache-Control: no-cache` to a request with If-None-Match, as its spec says).
  * @returns status, headers (lower-case names) and body text
  */
 export function rawRequest(method: string, url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {

@@ -21,6 +21,7 @@ import { metricsHandler, openApiDocument, readinessHandler } from './ops';
 import { getOrderHandler, paymentHandler } from './orders';
 import type { OrderWorkflows } from './orderWorkflows';
 import { purchaseRoute } from './purchase';
+import { devTokenHandler, saleAssetHandler, salePageHandler, saleViewHandler } from './saleView';
 import type { SoldOutFlags } from './soldOut';
 import type { Starter } from './starter';
 
@@ -99,6 +100,7 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
   // it does not serve 405 with Allow (RFC 9110 §15.5.6), never 501: the method is understood, just not here.
   const router = new Router({ methods: METHODS });
   router
+    .get('/api/flash-sales/sales/:saleId', saleViewHandler(deps))
     .get('/api/flash-sales/orders/:orderId', buyer, getOrderHandler(deps))
     .post('/api/flash-sales/orders/:orderId/payment', paymentService, json, paymentHandler(deps))
     .post('/api/admin/sales', admin, saleJson, createSaleHandler(deps))
@@ -111,7 +113,11 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
     .get('/metrics', metricsHandler(deps))
     .get('/openapi.json', (ctx) => {
       ctx.body = openApiDocument;
-    });
+    })
+    .get('/sale/:saleId', salePageHandler())
+    .get('/sale/assets/:file', saleAssetHandler());
+  // Anyone may mint a buyer token here: a development convenience for the sale page, never in production.
+  if (deps.config.NODE_ENV !== 'production' && deps.config.JWT_ALGORITHM === 'HS256') router.post('/api/dev/token', json, devTokenHandler(deps));
 
   const replyToError = errorReplier(deps.log);
   // The purchase route handles its own errors, so the stampede skips one async layer per request.

@@ -1,0 +1,104 @@
+/**
+ * What the sale page reads without a token: the public sale view (items, prices, sold out or not, the
+ * server's time) with its CDN headers and weak ETag, the page's static files, and the development sign-in,
+ * which exists only outside production and with HS256. Every response is checked against openapi.yaml.
+ */
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { startApi } from '../../src/api/main';
+import { buyerToken, createTestSale, rawRequest, testConfig, type Clients } from '../helpers';
+import { http, type Http } from '../openapi';
+import { useAppHarness } from './harness';
+
+const config = testConfig();
+const app = useAppHarness(config, 'sale-view');
+let clients: Clients;
+let call: Http;
+beforeAll(() => ({ clients, call } = app));
+
+test('GET the sale view: name, times, items with price and sold-out mark, server time; cacheable for a second', async () => {
+  const sale = await createTestSale(clients, { quantities: [1, 0], priceMinor: 1250 });
+  const before = Date.now();
+  const reply = await call('GET', `/api/flash-sales/sales/${sale.saleId}`);
+  expect(reply.status).toBe(200);
+  expect(reply.headers.get('cache-control')).toBe('public, max-age=1');
+  expect(reply.headers.get('etag')).toMatch(/^W\/"[A-Za-z0-9_-]{22}"$/);
+  expect(reply.body).toMatchObject({
+    saleId: sale.saleId,
+    name: sale.name,
+    startsAt: sale.startsAt.toISOString(),
+    endsAt: sale.endsAt.toISOString(),
+    items: [
+      { itemId: sale.items[0].itemId, productId: 'p0', priceMinor: 1250, currency: 'EUR', soldOut: false },
+      { itemId: sale.items[1].itemId, productId: 'p1', priceMinor: 1250, currency: 'EUR', soldOut: true },
+    ],
+  });
+  const serverTime = Date.parse(reply.body.serverTime as string);
+  expect(serverTime).toBeGreaterThanOrEqual(before - 5);
+  expect(serverTime).toBeLessThanOrEqual(Date.now() + 5);
+});
+
+test('If-None-Match with the ETag → 304 while the content is the same; a sale of the last unit changes it', async () => {
+  const sale = await createTestSale(clients, { quantities: [1] });
+  const path = `/api/flash-sales/sales/${sale.saleId}`;
+  const first = await call('GET', path);
+  const etag = first.headers.get('etag') as string;
+  const again = await rawRequest('GET', `${app.api.url}${path}`, { 'if-none-match': etag });
+  expect(again.status).toBe(304);
+  expect(again.headers.etag).toBe(etag);
+  expect(again.text).toBe('');
+
+  const bought = await call('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token: await buyerToken(config, `view-${randomUUID()}`) });
+  expect(bought.status).toBe(202);
+  app.accepted.push(bought.body.orderId as string);
+  const after = await rawRequest('GET', `${app.api.url}${path}`, { 'if-none-match': etag });
+  expect(after.status).toBe(200);
+  expect(after.headers.etag).not.toBe(etag);
+  expect(JSON.parse(after.text)).toMatchObject({ items: [{ soldOut: true }] });
+  // A reload (Cache-Control: no-cache) is answered in full whatever its If-None-Match.
+  const reload = await rawRequest('GET', `${app.api.url}${path}`, { 'if-none-match': after.headers.etag as string, 'cache-control': 'no-cache' });
+  expect(reload.status).toBe(200);
+});
+
+test('a sale id that is not one → 400 INVALID_SALE_ID; an unknown sale → 404 SALE_NOT_FOUND', async () => {
+  await expect(call('GET', '/api/flash-sales/sales/abc')).resolves.toMatchObject({ status: 400, body: { error: 'INVALID_SALE_ID' } });
+  await expect(call('GET', '/api/flash-sales/sales/2147483647')).resolves.toMatchObject({ status: 404, body: { error: 'SALE_NOT_FOUND' } });
+});
+
+test('the page and its files are served as they are; an unknown file → 404, a bad sale id → 400', async () => {
+  const page = await call('GET', '/sale/42');
+  expect(page.status).toBe(200);
+  expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
+  expect(page.text).toContain('<script src="/sale/assets/sale.js" defer></script>');
+  const script = await call('GET', '/sale/assets/sale.js');
+  expect(script.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+  expect(script.text).toContain('/api/flash-sales/sales/');
+  await expect(call('GET', '/sale/assets/sale.css')).resolves.toMatchObject({ status: 200 });
+  await expect(call('GET', '/sale/assets/secrets.txt')).resolves.toMatchObject({ status: 404, body: { error: 'NOT_FOUND' } });
+  await expect(call('GET', '/sale/0')).resolves.toMatchObject({ status: 400, body: { error: 'INVALID_SALE_ID' } });
+});
+
+test('development sign-in: a token the purchase route admits; a bad buyer id → 400 INVALID_BODY', async () => {
+  const sale = await createTestSale(clients, { quantities: [1] });
+  const reply = await call('POST', '/api/dev/token', { json: { buyerId: `dev-${randomUUID()}` } });
+  expect(reply.status).toBe(200);
+  expect(reply.body.expiresInS).toBe(3600);
+  const bought = await call('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token: reply.body.token as string });
+  expect(bought.status).toBe(202);
+  app.accepted.push(bought.body.orderId as string);
+  for (const buyerId of ['', 'a|b', 'x'.repeat(129)]) {
+    await expect(call('POST', '/api/dev/token', { json: { buyerId } })).resolves.toMatchObject({ status: 400, body: { error: 'INVALID_BODY' } });
+  }
+  await expect(call('POST', '/api/dev/token', { json: { buyerId: 'ok', admin: true } })).resolves.toMatchObject({ status: 400 });
+});
+
+test.each([
+  ['in production', { NODE_ENV: 'production', JWT_SECRET: randomUUID(), ADMIN_TOKEN: randomUUID(), PAYMENT_SERVICE_TOKEN: randomUUID() }],
+  ['with RS256', { JWT_ALGORITHM: 'RS256', JWT_PUBLIC_KEY: generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString() }],
+])('no development sign-in %s: POST /api/dev/token → 404', async (_name, overrides) => {
+  const api = await startApi(testConfig({ API_PORT: '0', ...overrides }));
+  try {
+    await expect(http(api.url)('POST', '/api/dev/token', { json: { buyerId: 'mallory' } })).resolves.toMatchObject({ status: 404, body: { error: 'NOT_FOUND' } });
+  } finally {
+    await api.close();
+  }
+});
