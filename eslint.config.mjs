@@ -1,4 +1,5 @@
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -11,4 +12,6 @@ export default tseslint.config(
     },
   },
   { files: ['**/*.js', '**/*.cjs'], languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly' } } },
+  // The sale page's script runs in the browser, as a classic script.
+  { files: ['src/web/**/*.js'], languageOptions: { sourceType: 'script', globals: globals.browser } },
 );

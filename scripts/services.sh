@@ -137,6 +137,8 @@ install_apt_packages() {
   command -v mvn >/dev/null || missing+=(maven)
   command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3 python3-venv)
   command -v curl >/dev/null || missing+=(curl)
+  # The sale page's browser test (test/browser.test.ts) drives Debian's chromium through playwright-core.
+  command -v chromium >/dev/null || missing+=(chromium)
   ((${#missing[@]})) || return 0
 
   local logfile=$LOGS/install-apt.log
