@@ -17,6 +17,7 @@ export const STATUS_OF = {
   TOKEN_EXPIRED: 401,
   FORBIDDEN: 403,
   SALE_NOT_ACTIVE: 403,
+  SALE_GATE_INVALID: 403,
   NOT_FOUND: 404,
   ITEM_NOT_FOUND: 404,
   ORDER_NOT_FOUND: 404,
@@ -32,6 +33,7 @@ export const STATUS_OF = {
   UNSUPPORTED_MEDIA_TYPE: 415,
   AMOUNT_MISMATCH: 422,
   INVALID_SALE: 422,
+  RATE_LIMITED: 429,
   HEADERS_TOO_LARGE: 431,
   INTERNAL_ERROR: 500,
   SERVICE_UNAVAILABLE: 503,
@@ -78,12 +80,15 @@ export function clientErrorResponse(err: { code?: unknown }): string {
 }
 
 const PG_CONNECTION_LOST = /^(Connection terminated|timeout exceeded when trying to connect)/;
+// ioredis without its offline queue (the API's client) refuses a command at once while disconnected, and fails
+// one in flight when the connection drops, by message only.
+const REDIS_DISCONNECTED = /^(Stream isn't writeable and enableOfflineQueue options is false|Connection is closed\.)/;
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P03']);
 
 /**
  * @returns whether err means a dependency is unreachable or overloaded (socket errors, PostgreSQL shutting
- *   down or its connection lost or timing out, ioredis giving up, Temporal's gRPC UNAVAILABLE /
+ *   down or its connection lost or timing out, ioredis giving up or disconnected, Temporal's gRPC UNAVAILABLE /
  *   DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED), which deserves a 503 and a retry
  */
 export function isUnavailable(err: unknown): boolean {
@@ -91,6 +96,6 @@ export function isUnavailable(err: unknown): boolean {
   if (typeof e?.code === 'string' && CONNECTION_CODES.has(e.code)) return true;
   if (e?.name === 'MaxRetriesPerRequestError') return true;
   // node-postgres reports a dropped or timed-out connection by message only, without a code.
-  if (err instanceof Error && PG_CONNECTION_LOST.test(err.message)) return true;
+  if (err instanceof Error && (PG_CONNECTION_LOST.test(err.message) || REDIS_DISCONNECTED.test(err.message))) return true;
   return e?.name === 'ServiceError' && /UNAVAILABLE|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED/.test(`${err} ${(err as Error).message}`);
 }

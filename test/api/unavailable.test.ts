@@ -2,7 +2,7 @@
  * Redis and PostgreSQL failing (I7): an API that cannot reach Redis at start fails instead of hanging; a
  * PostgreSQL that drops or stalls connections turns purchases into 503 with nothing changed; and a private
  * Redis (a redis-server this suite starts and kills, never the shared one, without persistence) that dies
- * mid-sale turns purchases into 503 and /readyz into 503, then comes back empty and is rebuilt from
+ * mid-sale turns purchases, payments and reads of orders without a row into 503 and /readyz into 503, then comes back empty and is rebuilt from
  * PostgreSQL. Temporal's faults are test/api/start-queue.test.ts's. Every HTTP response is checked against
  * openapi.yaml.
  */
@@ -14,6 +14,7 @@ import { Writable } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import pino from 'pino';
 import { startApi, type RunningApi } from '../../src/api/main';
+import { newOrderId } from '../../src/orderId';
 import { saleKeys } from '../../src/reservations';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
@@ -156,6 +157,14 @@ describe('a private Redis dies mid-sale and comes back empty', () => {
     expect(notReady.status).toBe(503);
     expect(notReady.body).toEqual({ error: 'SERVICE_UNAVAILABLE', checks: { redis: 'down', postgres: 'up', temporal: 'up' } });
     expect(notReady.headers.get('retry-after')).toBe('1');
+    // An order without a row is looked up in Redis, by the payment route and GET alike (found by the chaos
+    // campaign, seed 1007: the payment route answered 500 here).
+    const rowless = newOrderId(sale.saleId);
+    const payment = await call('POST', `/api/flash-sales/orders/${rowless}/payment`, { token: privateConfig.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-${run}`, amount: 1999 } });
+    expect(payment.status).toBe(503);
+    expect(payment.headers.get('retry-after')).toBe('1');
+    const read = await call('GET', `/api/flash-sales/orders/${rowless}`, { token: await buyerToken(privateConfig, `during-${run}`) });
+    expect(read.status).toBe(503);
     const { rows } = await privateClients.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM orders WHERE sale_id = $1', [sale.saleId]);
     expect(rows[0].n).toBe(1);
 
