@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { createSigner } from 'fast-jwt';
 import { loadConfig } from '../src/config';
 import { createPool } from '../src/db';
-import { pressAll } from '../src/demo/crowd';
+import { CROWD_IP_LIMIT, pressAll, saleGateOf } from '../src/demo/crowd';
 import { freePort, startChild } from '../src/demo/processes';
 import { createRedis, ReservationStore, saleKeys } from '../src/reservations';
 import { createSale, loadSale } from '../src/sales';
@@ -54,7 +54,8 @@ async function timed<T>(work: () => Promise<T>): Promise<{ ms: number; value: T 
 
 export async function benchAccept(): Promise<AcceptFigures[]> {
   const taskQueue = `bench-accept-${randomUUID()}`;
-  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: taskQueue };
+  // Gate and rate limits on, as deployed; the crowd's one client IP (loopback) has its limit lifted, not removed.
+  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: taskQueue, SALE_GATE_REQUIRED: 'true', RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
   const config = loadConfig(env);
   const pool = createPool(config);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
@@ -126,7 +127,8 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
         while (pressing || (await redis.xlen(queue)) > 0) await sleep(50);
         return Date.now() - firstPress;
       })();
-      const httpRun = await timed(() => pressAll({ baseUrl, presses, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 }));
+      const gate = await saleGateOf(baseUrl, ours.saleId, Date.now() + 10_000);
+      const httpRun = await timed(() => pressAll({ baseUrl, presses, gate, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 }));
       pressing = false;
       const accepted = httpRun.value.filter((r) => r.status === 202);
       if (accepted.length !== ORDERS) throw new Error(`expected ${ORDERS} × 202, got ${accepted.length}`);

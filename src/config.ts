@@ -8,6 +8,7 @@ import { z } from 'zod';
 const DEV_JWT_SECRET = 'dev-only-flash-sale-jwt-secret-change-me-0123456789';
 const DEV_ADMIN_TOKEN = 'dev-only-admin-token';
 const DEV_PAYMENT_TOKEN = 'dev-only-payment-service-token';
+const DEV_SALE_GATE_SECRET = 'dev-only-sale-gate-secret-change-me-0123456789';
 
 const port = (fallback: number) => z.coerce.number().int().min(1).max(65535).default(fallback);
 const positiveMs = (fallback: number) => z.coerce.number().int().positive().default(fallback);
@@ -68,6 +69,21 @@ const schema = z
     ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_ADMIN_TOKEN),
     PAYMENT_SERVICE_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_PAYMENT_TOKEN),
 
+    /**
+     * true (default): a purchase carries its sale's gate value (header `Sale-Gate`), which the public sale view
+     * hands out only from the sale's start (src/api/saleGate.ts); without it, 403 SALE_GATE_INVALID.
+     */
+    SALE_GATE_REQUIRED: flag(true),
+    SALE_GATE_SECRET: z.string().min(32, 'must be at least 32 characters').default(DEV_SALE_GATE_SECRET),
+
+    /** Rate limits of the buyer routes (src/api/rateLimits.ts): requests per RATE_LIMIT_WINDOW_S per client IP and per buyer. */
+    RATE_LIMIT_ENABLED: flag(true),
+    RATE_LIMIT_PER_IP: z.coerce.number().int().min(1).max(1_000_000_000).default(100),
+    RATE_LIMIT_PER_BUYER: z.coerce.number().int().min(1).max(1_000_000_000).default(10),
+    RATE_LIMIT_WINDOW_S: z.coerce.number().int().min(1).max(3600).default(1),
+    /** Take the client IP from X-Forwarded-For (behind a proxy or CDN that sets it), not from the socket. */
+    TRUST_PROXY: flag(false),
+
     SOLD_OUT_CACHE: flag(true),
     /**
      * false (default): a purchase of an item flagged sold out is answered 410 once its bearer token is present
@@ -100,6 +116,7 @@ const schema = z
         ['JWT_SECRET', DEV_JWT_SECRET],
         ['ADMIN_TOKEN', DEV_ADMIN_TOKEN],
         ['PAYMENT_SERVICE_TOKEN', DEV_PAYMENT_TOKEN],
+        ['SALE_GATE_SECRET', DEV_SALE_GATE_SECRET],
       ];
       for (const [name, value] of devDefaults) {
         if (env[name] === value) ctx.addIssue({ code: 'custom', path: [name], message: 'must be set in production' });

@@ -15,7 +15,7 @@ import { useAppHarness } from './api/harness';
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SHOTS = join(__dirname, '..', 'reports', 'browser');
 const PRICE = 2499;
-const config = testConfig();
+const config = testConfig({ SALE_GATE_REQUIRED: 'true' });
 const app = useAppHarness(config, 'browser');
 let browser: Browser;
 let sale: Sale;

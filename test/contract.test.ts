@@ -2,8 +2,8 @@
  * The contract fuzzed: schemathesis (`st`, installed by scripts/services.sh from PyPI) generates requests from
  * openapi.yaml against the real API on the real stack with every check (`--checks all`), once per credential:
  * a buyer JWT (the buyer routes), the admin token (the admin routes), the payment service token (the payment
- * route); the public routes in every pass. The data each needs to reach past 401/404 (an active sale, its item,
- * an order of that buyer) is made here first and handed over through test/contract/schemathesis.toml, which
+ * route); the public routes in every pass. The data each needs to reach past 401/403/404 (an active sale, its
+ * item and purchase gate, an order of that buyer) is made here first and handed over through test/contract/schemathesis.toml, which
  * also fixes the seed and the number of examples. Each pass's report is kept in reports/schemathesis-*.txt; a
  * failure prints it, with a curl line that reproduces each failing case.
  */
@@ -11,13 +11,14 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { SaleGates } from '../src/api/saleGate';
 import { buyerToken, createTestSale, testConfig } from './helpers';
 import { useAppHarness } from './api/harness';
 
 const ROOT = join(__dirname, '..');
 const ST = join(ROOT, '.local', 'venv', 'bin', 'st');
 const PUBLIC = ['health', 'ready', 'metrics', 'openapi', 'getSaleView', 'devToken', 'salePage', 'saleAsset'];
-const config = testConfig();
+const config = testConfig({ SALE_GATE_REQUIRED: 'true' });
 const app = useAppHarness(config, 'contract');
 const data: Record<string, string> = {};
 let buyer = '';
@@ -25,10 +26,11 @@ let buyer = '';
 beforeAll(async () => {
   const sale = await createTestSale(app.clients, { quantities: [1000], paymentWindowMs: 600_000 });
   buyer = await buyerToken(config, `contract-${sale.saleId}`, '2h');
-  const order = await app.call('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token: buyer });
+  const gate = new SaleGates(config.SALE_GATE_SECRET).of(sale.saleId);
+  const order = await app.call('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token: buyer, headers: { 'sale-gate': gate } });
   expect(order.status).toBe(202);
   app.accepted.push(order.body.orderId as string);
-  Object.assign(data, { SALE_ID: String(sale.saleId), ITEM_ID: String(sale.items[0].itemId), ORDER_ID: order.body.orderId as string });
+  Object.assign(data, { SALE_ID: String(sale.saleId), ITEM_ID: String(sale.items[0].itemId), ORDER_ID: order.body.orderId as string, SALE_GATE: gate });
 });
 
 /**

@@ -25,6 +25,8 @@ export interface EventTap {
    *   the deadline passes
    */
   collect(orderIds: Iterable<string>, options?: CollectOptions): Promise<OrderEvent[]>;
+  /** As collect, for the events that match (e.g. every event of one sale). */
+  collectWhere(match: (event: OrderEvent) => boolean, options?: CollectOptions): Promise<OrderEvent[]>;
   /** Disconnects the consumer and admin client and deletes the tap's consumer group. */
   close(): Promise<void>;
 }
@@ -75,21 +77,25 @@ export async function openEventTap(config: Config): Promise<EventTap> {
     },
   });
 
+  const collectWhere = async (match: (event: OrderEvent) => boolean, options: CollectOptions = {}) => {
+    const until = options.until ?? (() => true);
+    const deadline = Date.now() + (options.timeoutMs ?? 20_000);
+    const target = await endOffsets(admin, topic);
+    const mine = () => events.filter(match);
+    const caughtUp = () => [...target].every(([partition, high]) => (position.get(partition) ?? 0n) >= high);
+    while (Date.now() < deadline) {
+      if (caughtUp() && until(mine())) return mine();
+      await sleep(50);
+      if (caughtUp()) for (const [partition, high] of await endOffsets(admin, topic)) target.set(partition, high);
+    }
+    return mine();
+  };
   return {
-    async collect(orderIds, options = {}) {
+    collect(orderIds, options) {
       const wanted = new Set(orderIds);
-      const until = options.until ?? (() => true);
-      const deadline = Date.now() + (options.timeoutMs ?? 20_000);
-      const target = await endOffsets(admin, topic);
-      const mine = () => events.filter((e) => wanted.has(e.orderId));
-      const caughtUp = () => [...target].every(([partition, high]) => (position.get(partition) ?? 0n) >= high);
-      while (Date.now() < deadline) {
-        if (caughtUp() && until(mine())) return mine();
-        await sleep(50);
-        if (caughtUp()) for (const [partition, high] of await endOffsets(admin, topic)) target.set(partition, high);
-      }
-      return mine();
+      return collectWhere((e) => wanted.has(e.orderId), options);
     },
+    collectWhere,
     async close() {
       await consumer.disconnect().catch(() => undefined);
       await admin.deleteGroups([groupId]).catch(() => undefined);

@@ -13,7 +13,7 @@ import { isConstraintViolation } from '../db';
 import type { Logger } from '../logger';
 import type { FlashRedis, ReservationStore } from '../reservations';
 import { getSaleHandler, createSaleHandler, loadStockHandler } from './admin';
-import { buyerAuth, buyerAuthenticator, staticBearer } from './auth';
+import { buyerAuth, buyerAuthenticator, staticBearer, type BuyerState } from './auth';
 import type { Catalog } from './catalog';
 import { isUnavailable, reply, type ErrorCode } from './errors';
 import type { Metrics } from './metrics';
@@ -21,6 +21,8 @@ import { metricsHandler, openApiDocument, readinessHandler } from './ops';
 import { getOrderHandler, paymentHandler } from './orders';
 import type { OrderWorkflows } from './orderWorkflows';
 import { purchaseRoute } from './purchase';
+import { RateLimits } from './rateLimits';
+import { SaleGates } from './saleGate';
 import { devTokenHandler, saleAssetHandler, salePageHandler, saleViewHandler } from './saleView';
 import type { SoldOutFlags } from './soldOut';
 import type { Starter } from './starter';
@@ -84,10 +86,21 @@ function errorsAsJson(replyToError: (ctx: Context, err: unknown) => ErrorCode) {
   };
 }
 
+/** Middleware: the buyer routes' rate limit of the client IP, or of the buyer (after buyerAuth); 429 with Retry-After. */
+function rateLimited(limits: RateLimits, by: 'ip' | 'buyer') {
+  return async function limit(ctx: Context, next: Next): Promise<void> {
+    const limited = by === 'ip' ? await limits.ip(ctx.ip) : await limits.buyer((ctx.state as BuyerState).buyerId);
+    if (!limited) return next();
+    ctx.set('Retry-After', String(limited.retryAfterS));
+    reply(ctx, 'RATE_LIMITED');
+  };
+}
+
 /** @returns the Koa app with every route of openapi.yaml mounted */
 export async function createApp(deps: AppDeps): Promise<Koa> {
   const app = new Koa();
-  app.proxy = false;
+  // Behind a proxy that sets X-Forwarded-For, ctx.ip (the rate limits' key) is the client's, not the proxy's.
+  app.proxy = deps.config.TRUST_PROXY;
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '16kb', encoding: 'utf-8' });
   // A sale of up to 1,000 items (SaleInput), from the trusted admin credential, does not fit in 16 KB.
   const saleJson = bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' });
@@ -95,13 +108,15 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
   const buyer = buyerAuth(authenticate);
   const admin = staticBearer(deps.config.ADMIN_TOKEN);
   const paymentService = staticBearer(deps.config.PAYMENT_SERVICE_TOKEN);
+  const gates = new SaleGates(deps.config.SALE_GATE_SECRET);
+  const limits = new RateLimits(deps.config);
 
   // Every method Node's parser accepts (TRACE, QUERY, PROPFIND…) is known to the router, so a route answers one
   // it does not serve 405 with Allow (RFC 9110 §15.5.6), never 501: the method is understood, just not here.
   const router = new Router({ methods: METHODS });
   router
-    .get('/api/flash-sales/sales/:saleId', saleViewHandler(deps))
-    .get('/api/flash-sales/orders/:orderId', buyer, getOrderHandler(deps))
+    .get('/api/flash-sales/sales/:saleId', saleViewHandler(deps, gates))
+    .get('/api/flash-sales/orders/:orderId', rateLimited(limits, 'ip'), buyer, rateLimited(limits, 'buyer'), getOrderHandler(deps))
     .post('/api/flash-sales/orders/:orderId/payment', paymentService, json, paymentHandler(deps))
     .post('/api/admin/sales', admin, saleJson, createSaleHandler(deps))
     .get('/api/admin/sales/:saleId', admin, getSaleHandler(deps))
@@ -121,7 +136,7 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
 
   const replyToError = errorReplier(deps.log);
   // The purchase route handles its own errors, so the stampede skips one async layer per request.
-  app.use(purchaseRoute(deps, authenticate, replyToError));
+  app.use(purchaseRoute(deps, authenticate, gates, limits, replyToError));
   app.use(errorsAsJson(replyToError));
   app.use(router.routes());
   app.use(router.allowedMethods());

@@ -3,10 +3,14 @@
  * 202 PENDING (with the payment deadline) once Redis holds the reservation and its start queue entry, written
  * together by reserve.lua; the starter (starter.ts) starts the order's workflow afterwards, so no purchase
  * waits for Temporal (I4). 409 ALREADY_PURCHASED (with the buyer's own live orderId); 410 SOLD_OUT;
- * 400/403/404/503 otherwise, each changing nothing (I7).
+ * 400/403/404/503 otherwise, each changing nothing (I7): 403 SALE_NOT_ACTIVE outside the sale's times, 403
+ * SALE_GATE_INVALID without the sale's gate value (saleGate.ts), both before any Redis call.
  * Cheap path, all synchronous and before the catalog, the sale window and any Redis call: id parse → sold-out
  * flag (memory) → 410 once the bearer token is present and JWT-shaped; its signature and claims are checked
  * only when the answer depends on who the buyer is (SOLD_OUT_VERIFIES_TOKEN=true checks them first).
+ * Rate limits (rateLimits.ts) come after that 410, which costs less than counting it and acts for no one: the
+ * client IP's before the token is verified (a flood of bad tokens costs no signature checks), the buyer's
+ * right after; 429 RATE_LIMITED with Retry-After.
  */
 import type { Context, Next } from 'koa';
 import type { Counter, Histogram } from 'prom-client';
@@ -15,6 +19,8 @@ import { newOrderId } from '../orderId';
 import { hasBearerJwt, refuseToken, type Authentication, type BuyerAuthenticator } from './auth';
 import type { AppDeps } from './app';
 import { reply, type ErrorCode } from './errors';
+import type { Limited, RateLimits } from './rateLimits';
+import { SALE_GATE_HEADER, type SaleGates } from './saleGate';
 
 // As @koa/router matched it: letter case ignored, one trailing slash allowed.
 const PURCHASE_PATH = /^\/api\/flash-sales\/items\/([^/]+)\/purchase\/?$/i;
@@ -48,9 +54,11 @@ interface Attempt {
  * 405, each with `Allow: POST`); other paths go on to the router. Every POST answer,
  * refusals of the token and errors included, is counted in the purchase metrics under its code.
  * @param authenticate the buyer authenticator shared with the other buyer routes
+ * @param gates the sale gates, checked when SALE_GATE_REQUIRED
+ * @param limits the buyer routes' rate limits, shared with GET order
  * @param replyToError answers what the route throws (the app's JSON error replies) and returns the code it answered
  */
-export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, replyToError: (ctx: Context, err: unknown) => ErrorCode) {
+export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, gates: SaleGates, limits: RateLimits, replyToError: (ctx: Context, err: unknown) => ErrorCode) {
   const { catalog, store, soldOut, starter, metrics, log, config } = deps;
 
   const debug = log.isLevelEnabled('debug');
@@ -94,6 +102,11 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
 
   const answerError = (attempt: Attempt, err: unknown) => record(attempt, replyToError(attempt.ctx, err));
 
+  const refuseRate = (attempt: Attempt, limited: NonNullable<Limited>) => {
+    attempt.ctx.set('Retry-After', String(limited.retryAfterS));
+    answer(attempt, 'RATE_LIMITED');
+  };
+
   /** Everything after the token: synchronous up to the sold-out flag, a promise from the catalog on. */
   const purchase = (attempt: Attempt, auth: Authentication): void | Promise<void> => {
     if ('error' in auth) {
@@ -105,7 +118,19 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     const { itemId } = attempt;
     if (itemId === undefined) return answer(attempt, 'INVALID_ITEM_ID');
     if (config.SOLD_OUT_CACHE && soldOut.has(itemId)) return answer(attempt, 'SOLD_OUT');
-    return reserve(attempt, buyerId, itemId);
+    if (!limits.enabled) return reserve(attempt, buyerId, itemId);
+    return limits.buyer(buyerId).then((limited) => (limited ? refuseRate(attempt, limited) : reserve(attempt, buyerId, itemId)));
+  };
+
+  /** From the token on: verification, then purchase. */
+  const admit = (attempt: Attempt, authorization: string | undefined): void | Promise<void> => {
+    try {
+      const auth = authenticate(authorization);
+      const done = auth instanceof Promise ? auth.then((a) => purchase(attempt, a)) : purchase(attempt, auth);
+      if (done) return done.catch((err: unknown) => answerError(attempt, err));
+    } catch (err) {
+      answerError(attempt, err);
+    }
   };
 
   const reserve = async (attempt: Attempt, buyerId: string, itemId: number): Promise<void> => {
@@ -113,6 +138,7 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     if (!item) return answer(attempt, 'ITEM_NOT_FOUND');
     const now = Date.now();
     if (now < item.startsAtMs || now >= item.endsAtMs) return answer(attempt, 'SALE_NOT_ACTIVE');
+    if (config.SALE_GATE_REQUIRED && !gates.admits(item.saleId, attempt.ctx.req.headers[SALE_GATE_HEADER])) return answer(attempt, 'SALE_GATE_INVALID');
 
     const order = {
       orderId: newOrderId(item.saleId),
@@ -164,12 +190,10 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, r
     if (soldOutFirst && attempt.itemId !== undefined && soldOut.has(attempt.itemId) && hasBearerJwt(authorization)) {
       return answer(attempt, 'SOLD_OUT');
     }
-    try {
-      const auth = authenticate(authorization);
-      const done = auth instanceof Promise ? auth.then((a) => purchase(attempt, a)) : purchase(attempt, auth);
-      if (done) return done.catch((err: unknown) => answerError(attempt, err));
-    } catch (err) {
-      answerError(attempt, err);
-    }
+    if (!limits.enabled) return admit(attempt, authorization);
+    return limits.ip(ctx.ip).then(
+      (limited) => (limited ? refuseRate(attempt, limited) : admit(attempt, authorization)),
+      (err: unknown) => answerError(attempt, err),
+    );
   };
 }

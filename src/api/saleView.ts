@@ -2,7 +2,8 @@
  * What a buyer's browser needs before it buys, without a token:
  * GET /api/flash-sales/sales/{saleId}  the public sale view (name, items with price in minor units and sold out
  *                                      or not, startsAt, endsAt, serverTime), for a CDN: `Cache-Control: public,
- *                                      max-age=1` and a weak ETag over everything but serverTime (304 on a match)
+ *                                      max-age=1` and a weak ETag over everything but serverTime (304 on a match);
+ *                                      from the sale's start to its end it carries the purchase gate (saleGate.ts)
  * GET /sale/{saleId}                   the sale page (src/web/: HTML, CSS and one script, served as they are)
  * POST /api/dev/token {buyerId}        a development buyer token for the page's sign-in; mounted only outside
  *                                      production and with HS256 (createApp), 1 h like `npm run token`
@@ -17,12 +18,13 @@ import { signBuyerToken } from '../devTokens';
 import { findSale } from '../sales';
 import type { AppDeps } from './app';
 import { reply } from './errors';
+import type { SaleGates } from './saleGate';
 
 /** Seconds a CDN or browser may reuse the view: the page's sold-out marks lag the truth by at most this. */
 export const SALE_VIEW_MAX_AGE_S = 1;
 const DEV_TOKEN_LIFETIME_S = 3600;
 
-export function saleViewHandler(deps: AppDeps) {
+export function saleViewHandler(deps: AppDeps, gates: SaleGates) {
   return async function view(ctx: Context): Promise<void> {
     const saleId = parseId(ctx.params.saleId);
     if (saleId === undefined) return reply(ctx, 'INVALID_SALE_ID');
@@ -32,6 +34,8 @@ export function saleViewHandler(deps: AppDeps) {
       saleId,
       sale.items.map((i) => i.itemId),
     );
+    const now = Date.now();
+    const open = now >= sale.startsAt.getTime() && now < sale.endsAt.getTime();
     const content = {
       saleId,
       name: sale.name,
@@ -40,8 +44,11 @@ export function saleViewHandler(deps: AppDeps) {
       paymentWindowMs: sale.paymentWindowMs,
       // Stock not loaded reads as sold out: nothing can be bought there until it is.
       items: sale.items.map((i) => ({ itemId: i.itemId, productId: i.productId, priceMinor: i.priceMinor, currency: i.currency, soldOut: (stock.get(i.itemId) ?? 0) <= 0 })),
+      ...(open && { gate: gates.of(saleId) }),
     };
-    ctx.set('Cache-Control', `public, max-age=${SALE_VIEW_MAX_AGE_S}`);
+    // A copy cached across the start would hide the gate from the first buyers: no caching in the last second.
+    const maxAgeS = !open && sale.startsAt.getTime() - now < SALE_VIEW_MAX_AGE_S * 1000 ? 0 : SALE_VIEW_MAX_AGE_S;
+    ctx.set('Cache-Control', `public, max-age=${maxAgeS}`);
     // Weak: two answers with the same content differ in serverTime only (RFC 9110 §8.8.1).
     ctx.etag = `W/"${createHash('sha256').update(JSON.stringify(content)).digest('base64url').slice(0, 22)}"`;
     ctx.status = 200;
@@ -49,7 +56,7 @@ export function saleViewHandler(deps: AppDeps) {
       ctx.status = 304;
       return;
     }
-    ctx.body = { ...content, serverTime: new Date().toISOString() };
+    ctx.body = { ...content, serverTime: new Date(now).toISOString() };
   };
 }
 

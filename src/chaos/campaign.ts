@@ -25,6 +25,7 @@ import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import type { OrderStatus } from '../domain';
 import { createKafka } from '../events';
+import { CROWD_IP_LIMIT, saleGateOf } from '../demo/crowd';
 import { freePort, startChild, type Child } from '../demo/processes';
 import { createRedis, ReservationStore, saleKeys, type FlashRedis } from '../reservations';
 import { createSale, loadSale } from '../sales';
@@ -194,16 +195,19 @@ function livePid(file: string, program: string): number | undefined {
 
 /** Injects one fault and repairs it forMs later (the repair is awaited, so a run's faults end before it settles). */
 async function inject(fault: PlannedFault, fleet: Fleet, redis: FlashRedis): Promise<void> {
-  const kill = (child: Child) => {
+  // A process still starting (the repair of an earlier fault on it) is killed once it is up: killing it before
+  // would fail that repair, not the product (seed 1009: two worker kills 6 s apart).
+  const kill = async (child: Child) => {
+    await child.ready.catch(() => undefined);
     if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill('SIGKILL');
   };
   switch (fault.kind) {
     case 'api-kill':
-      kill(fleet.apis[fault.target]);
+      await kill(fleet.apis[fault.target]);
       await sleep(fault.forMs);
       return fleet.startApi(fault.target);
     case 'worker-kill':
-      kill(fleet.workers[fault.target]);
+      await kill(fleet.workers[fault.target]);
       await sleep(fault.forMs);
       return fleet.startWorker(fault.target);
     case 'redis-kill':
@@ -290,6 +294,8 @@ async function trade(rng: Random, clients: Clients, fleet: Fleet, sale: { saleId
     if (rng.chance(0.1)) presses.push({ token, itemId: rng.pick(sale.items).itemId, atMs: rng.int(0, CROWD_MS) });
   }
   const apiUrl = () => `http://${config.API_HOST}:${rng.pick(fleet.apis).port}`;
+  // Read as the sale page reads it, before the crowd presses (no draw from rng: the seed's plan stays the same).
+  const gate = await saleGateOf(`http://${config.API_HOST}:${fleet.apis[0].port}`, sale.saleId, Date.now() + 60_000);
   const payments: Promise<void>[] = [];
   const start = Date.now();
 
@@ -332,7 +338,7 @@ async function trade(rng: Random, clients: Clients, fleet: Fleet, sale: { saleId
     rng.shuffle(presses).map(async (press) => {
       await sleep(Math.max(0, start + press.atMs - Date.now()));
       for (let tries = 0; tries < 20; tries++) {
-        const reply = await call(`${apiUrl()}/api/flash-sales/items/${press.itemId}/purchase`, { method: 'POST', headers: { authorization: `Bearer ${press.token}` } }, seen);
+        const reply = await call(`${apiUrl()}/api/flash-sales/items/${press.itemId}/purchase`, { method: 'POST', headers: { authorization: `Bearer ${press.token}`, 'sale-gate': gate } }, seen);
         if (reply.status === 202) {
           const orderId = reply.body.orderId as string;
           seen.accepted.push(orderId);
@@ -492,6 +498,7 @@ export async function runCampaign(options: CampaignOptions): Promise<RunResult[]
     TEMPORAL_TASK_QUEUE: `chaos-${randomUUID()}`,
     TEMPORAL_CALL_TIMEOUT_MS: '3000',
     STARTER_CLAIM_IDLE_MS: '5000',
+    RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT),
   };
   const fleet = new Fleet(env, dir, relay);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });

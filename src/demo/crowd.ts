@@ -3,7 +3,13 @@
  * bounded in count (the presses given) and time (deadlineMs). Concurrency caps the requests in flight;
  * an optional rate (requests/s) paces them, as an open-loop load would.
  */
-import { Pool } from 'undici';
+import { Pool, request } from 'undici';
+
+/**
+ * RATE_LIMIT_PER_IP for an API that a simulated crowd calls: every simulated buyer comes from loopback, one
+ * client IP, so that limit is lifted (counted, never reached); the per-buyer limit stays as configured.
+ */
+export const CROWD_IP_LIMIT = 1_000_000_000;
 
 /** One press of the buy button. */
 export interface Press {
@@ -26,6 +32,8 @@ export interface PressResult {
 export interface CrowdOptions {
   baseUrl: string;
   presses: readonly Press[];
+  /** The sale's purchase gate (saleGateOf), sent as the Sale-Gate header; none before the sale has started. */
+  gate?: string;
   concurrency: number;
   /** Requests per second across the crowd; 0 = as fast as the connections allow. */
   rate: number;
@@ -33,6 +41,25 @@ export interface CrowdOptions {
   deadlineMs: number;
   /** Called with every answer, e.g. to start paying for accepted orders at once. */
   onResult?: (result: PressResult) => void;
+}
+
+/**
+ * Reads the sale's purchase gate from its public view, as the sale page does at the start: again every 100 ms
+ * until the view carries it (the sale has started) or deadlineMs passed.
+ * @throws Error when no gate came by deadlineMs
+ */
+export async function saleGateOf(baseUrl: string, saleId: number, deadlineMs: number): Promise<string> {
+  for (;;) {
+    try {
+      const res = await request(`${baseUrl}/api/flash-sales/sales/${saleId}`, { headersTimeout: 5000, bodyTimeout: 5000 });
+      const view = (await res.body.json()) as { gate?: string };
+      if (res.statusCode === 200 && view.gate) return view.gate;
+    } catch {
+      // The API not answering yet (or killed): ask again.
+    }
+    if (Date.now() >= deadlineMs) throw new Error(`sale ${saleId}: no purchase gate in its view by the deadline`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /** Presses every button once, in order; resolves when all answers are in or the deadline passed. */
@@ -48,7 +75,7 @@ export async function pressAll(options: CrowdOptions): Promise<PressResult[]> {
       const res = await pool.request({
         method: 'POST',
         path: `/api/flash-sales/items/${press.itemId}/purchase`,
-        headers: { authorization: `Bearer ${press.token}` },
+        headers: { authorization: `Bearer ${press.token}`, ...(options.gate && { 'sale-gate': options.gate }) },
       });
       const body = (await res.body.json()) as { orderId?: string };
       const latencyMs = Number(process.hrtime.bigint() - t0) / 1e6;

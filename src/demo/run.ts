@@ -22,7 +22,7 @@ import { createRedis, ReservationStore, saleKeys } from '../reservations';
 import { createSale, loadSale } from '../sales';
 import { connectTemporal } from '../temporal';
 import { paidSignal } from '../workflows/definitions';
-import { pressAll, type Press, type PressResult } from './crowd';
+import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press, type PressResult } from './crowd';
 import { startChild, type Child } from './processes';
 import { latencySummary } from './stats';
 
@@ -141,7 +141,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const runId = new Date().toISOString().replace(/[:.]/g, '-');
   const dir = join(options.reportDir, `demo-${runId}`);
   mkdirSync(dir, { recursive: true });
-  const env = { ...process.env, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info' };
+  // The whole crowd comes from loopback: one client IP. Its limit is lifted; each buyer's stays as configured.
+  const env = { ...process.env, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
   const config = loadConfig(env);
   const hardStopMs = Date.now() + options.maxDurationMs;
 
@@ -310,7 +311,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     await sleep(Math.max(0, saleStartMs - Date.now()));
     print(`sale open: ${presses.length} presses from ${options.buyers} buyers`);
     const wave1Start = Date.now();
-    const wave1 = await pressAll({ baseUrl, presses, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare, 0.5) });
+    const gate = await saleGateOf(baseUrl, sale.saleId, hardStopMs);
+    const wave1 = await pressAll({ baseUrl, presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare, 0.5) });
     const wave1Summary = summarize(wave1, wave1Start, Date.now(), saleStartMs);
     const wave1Accepted = accepted.length;
     print(`wave 1 done: ${wave1Accepted} accepted; waiting for their workflows, payments and expiries…`);
@@ -329,7 +331,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     print(`wave 2: ${unitsBack} units back in stock, ${options.secondWaveBuyers} new buyers`);
     const wave2Presses = shuffle(wave2Tokens.map((token, i) => ({ token, buyer: `late-${runTag}-${i}`, itemId: itemIds[i % itemIds.length] })));
     const wave2Start = Date.now();
-    const wave2 = await pressAll({ baseUrl, presses: wave2Presses, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(1, 0) });
+    const wave2 = await pressAll({ baseUrl, presses: wave2Presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(1, 0) });
     const wave2Summary = summarize(wave2, wave2Start, Date.now(), wave2Start);
     await waitAllFinal(accepted.length);
     clearInterval(progress);

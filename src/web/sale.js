@@ -1,6 +1,6 @@
 // The sale page's script: no build step, no framework. It reads the public sale view, keeps a countdown on
 // the server's clock (offset measured at each read), enables "Buy" only while the sale is on and the item is
-// not sold out, purchases, then polls the order with backoff and says in words what the buyer has.
+// not sold out, purchases with the sale's gate (handed out by the view from the start), then polls the order with backoff and says in words what the buyer has.
 'use strict';
 
 const saleId = location.pathname.split('/').filter(Boolean)[1];
@@ -99,9 +99,13 @@ async function buy(itemId) {
   state.busy = true;
   renderClock();
   say('processing', 'Processing…');
+  let gateRetried = false;
   try {
     for (;;) {
-      const res = await fetch(`/api/flash-sales/items/${itemId}/purchase`, { method: 'POST', headers: { authorization: `Bearer ${state.token}` } });
+      // The gate comes with the view from the start on; a copy read just before has none yet.
+      if (!state.view.gate) await readView();
+      const headers = { authorization: `Bearer ${state.token}`, ...(state.view.gate && { 'sale-gate': state.view.gate }) };
+      const res = await fetch(`/api/flash-sales/items/${itemId}/purchase`, { method: 'POST', headers });
       const body = await res.json().catch(() => ({}));
       if (res.status === 202) return void follow(body.orderId);
       if (res.status === 409 && body.error === 'ALREADY_PURCHASED') return say('already-purchased', 'You already purchased in this sale: your order', body.orderId);
@@ -110,6 +114,12 @@ async function buy(itemId) {
         return say('sold-out', 'Sold out');
       }
       if (res.status === 401) return say('signed-out', 'Your sign-in has expired: sign in again');
+      if (res.status === 403 && body.error === 'SALE_GATE_INVALID' && !gateRetried) {
+        // Our gate is stale or missing: read the view again, once.
+        gateRetried = true;
+        delete state.view.gate;
+        continue;
+      }
       if (res.status === 403) return say('not-active', 'The sale is not open');
       if (res.status !== 429 && res.status !== 503) return say('error', `Something went wrong (${body.error ?? res.status})`);
       const wait = retryAfterS(res);

@@ -1,0 +1,40 @@
+/**
+ * The purchase gate: a value per sale event that the public sale view hands out only from the sale's start,
+ * and that every purchase must carry (header `Sale-Gate`) while SALE_GATE_REQUIRED is on. It is
+ * base64url(HMAC-SHA256(SALE_GATE_SECRET, "sale-gate:v1:<saleId>")) cut to 22 characters (132 bits), so any API
+ * process checks it without I/O and none stores it. What it does: a client cannot purchase without having read
+ * the view after the start (a page, or a script, that fires on its own clock before the start learns nothing,
+ * and the view behind a CDN bears the stampede's first reads). What it does not: keep out a bot that reads the
+ * view at the start and buys like a buyer; one unit per buyer (I3) and the rate limits are what bound it.
+ */
+import { createHmac } from 'node:crypto';
+
+/** Header that carries the gate value on a purchase (lower case, as Node gives header names). */
+export const SALE_GATE_HEADER = 'sale-gate';
+const MAX_CACHED = 10_000;
+
+export class SaleGates {
+  private readonly values = new Map<number, string>();
+
+  constructor(private readonly secret: string) {}
+
+  /** @returns the gate value of the sale event (22 base64url characters) */
+  of(saleId: number): string {
+    let value = this.values.get(saleId);
+    if (value === undefined) {
+      value = createHmac('sha256', this.secret).update(`sale-gate:v1:${saleId}`).digest('base64url').slice(0, 22);
+      if (this.values.size >= MAX_CACHED) this.values.clear();
+      this.values.set(saleId, value);
+    }
+    return value;
+  }
+
+  /**
+   * Plain comparison: the route asks only once the sale has started, when the value is public (the view
+   * hands it to anyone), so a timing difference reveals nothing that is not already given away.
+   * @returns whether the header value is the sale's gate
+   */
+  admits(saleId: number, header: string | string[] | undefined): boolean {
+    return header === this.of(saleId);
+  }
+}
