@@ -132,17 +132,45 @@ class Fleet {
     readonly relay: Relay,
   ) {}
 
+  /** Each slot's start in progress ('api-0', 'worker-1', …), so that a fault on a slot waits for it. */
+  private readonly starting = new Map<string, Promise<void>>();
+
   async startApi(i: number): Promise<void> {
     const port = this.apis[i]?.port ?? (await freePort());
-    const child = startChild(`api-${i}`, 'src/api/main.ts', { ...this.env, API_PORT: String(port) }, join(this.dir, `api-${i}.${++this.incarnation}.log`), 'api listening');
-    this.apis[i] = Object.assign(child, { port });
-    await child.ready;
+    await this.supervise(`api-${i}`, () => {
+      const child = startChild(`api-${i}`, 'src/api/main.ts', { ...this.env, API_PORT: String(port) }, join(this.dir, `api-${i}.${++this.incarnation}.log`), 'api listening');
+      return (this.apis[i] = Object.assign(child, { port }));
+    });
   }
 
   async startWorker(i: number): Promise<void> {
-    const child = startChild(`worker-${i}`, 'src/worker.ts', this.env, join(this.dir, `worker-${i}.${++this.incarnation}.log`), 'worker running');
-    this.workers[i] = child;
-    await child.ready;
+    await this.supervise(`worker-${i}`, () => (this.workers[i] = startChild(`worker-${i}`, 'src/worker.ts', this.env, join(this.dir, `worker-${i}.${++this.incarnation}.log`), 'worker running')));
+  }
+
+  /** Waits until the slot's start in progress, if any, has ended (up, or given up). */
+  async settled(slot: string): Promise<void> {
+    await this.starting.get(slot)?.catch(() => undefined);
+  }
+
+  /**
+   * Starts a slot's process as a supervisor would: a process exits at start when a service it needs is away (a
+   * worker without Temporal, an API without Redis), as the campaign's other faults can make it; it is started
+   * again, every 2 s, up to 30 times.
+   */
+  private async supervise(slot: string, start: () => Child): Promise<void> {
+    await this.settled(slot);
+    const run = (async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await start().ready;
+        } catch (err) {
+          if (attempt >= 30) throw err;
+          await sleep(2000);
+        }
+      }
+    })();
+    this.starting.set(slot, run);
+    await run;
   }
 
   /** Starts again whatever is not running. */
@@ -197,17 +225,18 @@ function livePid(file: string, program: string): number | undefined {
 async function inject(fault: PlannedFault, fleet: Fleet, redis: FlashRedis): Promise<void> {
   // A process still starting (the repair of an earlier fault on it) is killed once it is up: killing it before
   // would fail that repair, not the product (seed 1009: two worker kills 6 s apart).
-  const kill = async (child: Child) => {
-    await child.ready.catch(() => undefined);
+  const kill = async (slot: string, children: Child[]) => {
+    await fleet.settled(slot);
+    const child = children[fault.target];
     if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill('SIGKILL');
   };
   switch (fault.kind) {
     case 'api-kill':
-      await kill(fleet.apis[fault.target]);
+      await kill(`api-${fault.target}`, fleet.apis);
       await sleep(fault.forMs);
       return fleet.startApi(fault.target);
     case 'worker-kill':
-      await kill(fleet.workers[fault.target]);
+      await kill(`worker-${fault.target}`, fleet.workers);
       await sleep(fault.forMs);
       return fleet.startWorker(fault.target);
     case 'redis-kill':
