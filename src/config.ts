@@ -126,6 +126,14 @@ const schema = z
 
 export type Config = z.infer<typeof schema>;
 
+/**
+ * @returns whether the API serves POST /api/dev/token: outside production, with HS256 and the development
+ *   JWT_SECRET only — a deployment with a real secret (whatever its NODE_ENV) never mints tokens for anyone
+ */
+export function devTokensServed(config: Pick<Config, 'NODE_ENV' | 'JWT_ALGORITHM' | 'JWT_SECRET'>): boolean {
+  return config.NODE_ENV !== 'production' && config.JWT_ALGORITHM === 'HS256' && config.JWT_SECRET === DEV_JWT_SECRET;
+}
+
 /** Thrown by loadConfig; its message names each bad variable and why. */
 export class ConfigError extends Error {}
 

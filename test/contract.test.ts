@@ -17,7 +17,7 @@ import { useAppHarness } from './api/harness';
 
 const ROOT = join(__dirname, '..');
 const ST = join(ROOT, '.local', 'venv', 'bin', 'st');
-const PUBLIC = ['health', 'ready', 'metrics', 'openapi', 'getSaleView', 'devToken', 'salePage', 'saleAsset'];
+const PUBLIC = ['health', 'ready', 'metrics', 'openapi', 'getSaleView', 'serverTime', 'devToken', 'salePage', 'saleAsset'];
 const config = testConfig({ SALE_GATE_REQUIRED: 'true' });
 const app = useAppHarness(config, 'contract');
 const data: Record<string, string> = {};

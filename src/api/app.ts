@@ -8,7 +8,7 @@ import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
 import Koa, { type Context, type Next } from 'koa';
 import type { Pool } from 'pg';
-import type { Config } from '../config';
+import { devTokensServed, type Config } from '../config';
 import { isConstraintViolation } from '../db';
 import type { Logger } from '../logger';
 import type { FlashRedis, ReservationStore } from '../reservations';
@@ -23,7 +23,7 @@ import type { OrderWorkflows } from './orderWorkflows';
 import { purchaseRoute } from './purchase';
 import { RateLimits } from './rateLimits';
 import { SaleGates } from './saleGate';
-import { devTokenHandler, saleAssetHandler, salePageHandler, saleViewHandler } from './saleView';
+import { devTokenHandler, saleAssetHandler, salePageHandler, saleViewHandler, serverTimeHandler } from './saleView';
 import type { SoldOutFlags } from './soldOut';
 import type { Starter } from './starter';
 
@@ -57,8 +57,9 @@ function errorReplier(log: Logger) {
     if (code) return [code];
     // PostgreSQL refusing a value (a NUL byte, an out-of-range date) is bad input, not a server fault.
     if (isConstraintViolation(err)) return ['INVALID_BODY', { details: [(err as Error).message] }];
-    // zlib failing on a body whose Content-Encoding lies (gzip declared, garbage sent) is bad input too.
-    if (/^Z_/.test(String((err as { code?: unknown }).code))) return ['INVALID_BODY', { details: ['body does not match its Content-Encoding'] }];
+    // zlib failing on a body whose Content-Encoding lies (gzip declared, garbage sent) is bad input too; so is
+    // brotli failing (its codes are ERR__ERROR_*, e.g. ERR__ERROR_FORMAT_PADDING_2).
+    if (/^(Z_|ERR__ERROR_)/.test(String((err as { code?: unknown }).code))) return ['INVALID_BODY', { details: ['body does not match its Content-Encoding'] }];
     if (isUnavailable(err)) {
       log.warn({ err: (err as Error).message, method: ctx.method, path: ctx.path }, 'dependency unavailable');
       return ['SERVICE_UNAVAILABLE'];
@@ -101,6 +102,8 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
   const app = new Koa();
   // Behind a proxy that sets X-Forwarded-For, ctx.ip (the rate limits' key) is the client's, not the proxy's.
   app.proxy = deps.config.TRUST_PROXY;
+  // The last X-Forwarded-For entry is the one our proxy appended; those before it are the client's to write.
+  app.maxIpsCount = 1;
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '16kb', encoding: 'utf-8' });
   // A sale of up to 1,000 items (SaleInput), from the trusted admin credential, does not fit in 16 KB.
   const saleJson = bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' });
@@ -116,6 +119,7 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
   const router = new Router({ methods: METHODS });
   router
     .get('/api/flash-sales/sales/:saleId', saleViewHandler(deps, gates))
+    .get('/api/flash-sales/time', serverTimeHandler())
     .get('/api/flash-sales/orders/:orderId', rateLimited(limits, 'ip'), buyer, rateLimited(limits, 'buyer'), getOrderHandler(deps))
     .post('/api/flash-sales/orders/:orderId/payment', paymentService, json, paymentHandler(deps))
     .post('/api/admin/sales', admin, saleJson, createSaleHandler(deps))
@@ -131,8 +135,9 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
     })
     .get('/sale/:saleId', salePageHandler())
     .get('/sale/assets/:file', saleAssetHandler());
-  // Anyone may mint a buyer token here: a development convenience for the sale page, never in production.
-  if (deps.config.NODE_ENV !== 'production' && deps.config.JWT_ALGORITHM === 'HS256') router.post('/api/dev/token', json, devTokenHandler(deps));
+  // Anyone may mint a buyer token here: a development convenience for the sale page, only while tokens are
+  // signed with the public development secret (forgeable by anyone anyway), never with a real one.
+  if (devTokensServed(deps.config)) router.post('/api/dev/token', json, devTokenHandler(deps));
 
   const replyToError = errorReplier(deps.log);
   // The purchase route handles its own errors, so the stampede skips one async layer per request.

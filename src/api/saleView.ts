@@ -4,9 +4,11 @@
  *                                      or not, startsAt, endsAt, serverTime), for a CDN: `Cache-Control: public,
  *                                      max-age=1` and a weak ETag over everything but serverTime (304 on a match);
  *                                      from the sale's start to its end it carries the purchase gate (saleGate.ts)
+ * GET /api/flash-sales/time            the server's clock, never cached, for the page's countdown (the view's
+ *                                      serverTime may come from a cached copy)
  * GET /sale/{saleId}                   the sale page (src/web/: HTML, CSS and one script, served as they are)
- * POST /api/dev/token {buyerId}        a development buyer token for the page's sign-in; mounted only outside
- *                                      production and with HS256 (createApp), 1 h like `npm run token`
+ * POST /api/dev/token {buyerId}        a development buyer token for the page's sign-in, 1 h like `npm run token`;
+ *                                      mounted only with the development JWT secret (config.devTokensServed)
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -60,7 +62,21 @@ export function saleViewHandler(deps: AppDeps, gates: SaleGates) {
   };
 }
 
+/** GET /api/flash-sales/time: `{ serverTime }`, no I/O, `Cache-Control: no-store`. */
+export function serverTimeHandler() {
+  return function time(ctx: Context): void {
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = { serverTime: new Date().toISOString() };
+  };
+}
+
 const WEB = join(__dirname, '..', 'web');
+// The page runs its own script and style sheet only, and in no one else's frame.
+const PAGE_HEADERS = {
+  'Cache-Control': 'public, max-age=60',
+  'X-Content-Type-Options': 'nosniff',
+  'Content-Security-Policy': "default-src 'self'; frame-ancestors 'none'",
+};
 const PAGE_FILES: Record<string, string> = { 'sale.js': 'text/javascript; charset=utf-8', 'sale.css': 'text/css; charset=utf-8' };
 
 /** GET /sale/{saleId}: the page, the same for every sale (its script reads the id from the path). */
@@ -68,7 +84,7 @@ export function salePageHandler() {
   const html = readFileSync(join(WEB, 'sale.html'), 'utf8');
   return function page(ctx: Context): void {
     if (parseId(ctx.params.saleId) === undefined) return reply(ctx, 'INVALID_SALE_ID');
-    ctx.set('Cache-Control', 'public, max-age=60');
+    ctx.set(PAGE_HEADERS);
     ctx.type = 'text/html; charset=utf-8';
     ctx.body = html;
   };
@@ -80,7 +96,7 @@ export function saleAssetHandler() {
   return function asset(ctx: Context): void {
     const file = files.get(ctx.params.file);
     if (!file) return reply(ctx, 'NOT_FOUND');
-    ctx.set('Cache-Control', 'public, max-age=60');
+    ctx.set(PAGE_HEADERS);
     ctx.type = file.type;
     ctx.body = file.body;
   };

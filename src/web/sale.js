@@ -1,5 +1,6 @@
-// The sale page's script: no build step, no framework. It reads the public sale view, keeps a countdown on
-// the server's clock (offset measured at each read), enables "Buy" only while the sale is on and the item is
+// The sale page's script: no build step, no framework. It reads the public sale view (cacheable: a CDN may
+// answer it), keeps a countdown on the server's clock (offset measured against /api/flash-sales/time, never
+// cached), enables "Buy" only while the sale is on and the item is
 // not sold out, purchases with the sale's gate (handed out by the view from the start), then polls the order with backoff and says in words what the buyer has.
 'use strict';
 
@@ -16,7 +17,11 @@ function duration(ms) {
   return (hms[0] ? hms : hms.slice(1)).map(pad).join(':');
 }
 const clockTime = (iso) => new Date(iso).toLocaleTimeString('en-GB', { hour12: false });
-const price = (item) => new Intl.NumberFormat('en', { style: 'currency', currency: item.currency }).format(item.priceMinor / 100);
+/** Minor units → the currency's own format (JPY has no minor digits, EUR two, KWD three). */
+function price(item) {
+  const format = new Intl.NumberFormat('en', { style: 'currency', currency: item.currency });
+  return format.format(item.priceMinor / 10 ** format.resolvedOptions().maximumFractionDigits);
+}
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function say(stateName, text, link) {
@@ -35,15 +40,27 @@ function say(stateName, text, link) {
   }
 }
 
-/** Reads the sale view; the server's clock offset is taken from the middle of the round trip. */
+/** The server's clock offset: of three round trips to /time, the shortest, taken at its middle. */
+async function syncClock() {
+  let best;
+  for (let i = 0; i < 3; i++) {
+    const sent = Date.now();
+    const res = await fetch('/api/flash-sales/time', { cache: 'no-store' });
+    const { serverTime } = await res.json();
+    const received = Date.now();
+    if (!best || received - sent < best.rttMs) best = { rttMs: received - sent, offsetMs: Date.parse(serverTime) - (sent + received) / 2 };
+  }
+  state.offsetMs = best.offsetMs;
+}
+
+class NoSuchSale extends Error {}
+
+/** Reads the sale view (from a cache if one holds a fresh copy). @throws NoSuchSale on 404, Error otherwise */
 async function readView() {
-  const sent = Date.now();
-  const res = await fetch(`/api/flash-sales/sales/${saleId}`, { cache: 'no-store' });
+  const res = await fetch(`/api/flash-sales/sales/${saleId}`);
+  if (res.status === 404 || res.status === 400) throw new NoSuchSale();
   if (!res.ok) throw new Error(`sale view answered ${res.status}`);
-  const view = await res.json();
-  const received = Date.now();
-  state.offsetMs = Date.parse(view.serverTime) - (sent + received) / 2;
-  state.view = view;
+  state.view = await res.json();
   render();
 }
 
@@ -126,6 +143,8 @@ async function buy(itemId) {
       say(res.status === 429 ? 'rate-limited' : 'unavailable', res.status === 429 ? `Too many requests: retrying in ${wait} s` : `The shop is busy: retrying in ${wait} s`);
       await sleep(wait * 1000);
     }
+  } catch {
+    say('unavailable', 'Could not reach the shop: press again in a moment');
   } finally {
     state.busy = false;
     // The answer changed the stock (or told of a change): the view says which items are left.
@@ -138,8 +157,11 @@ async function follow(orderId) {
   history.replaceState(null, '', `?order=${encodeURIComponent(orderId)}`);
   let delayMs = 500;
   for (;;) {
-    const res = await fetch(`/api/flash-sales/orders/${encodeURIComponent(orderId)}`, { headers: { authorization: `Bearer ${state.token}` }, cache: 'no-store' });
-    if (res.ok) {
+    const res = await fetch(`/api/flash-sales/orders/${encodeURIComponent(orderId)}`, { headers: { authorization: `Bearer ${state.token}` }, cache: 'no-store' }).catch(() => undefined);
+    if (!res) {
+      say('unavailable', 'Could not reach the shop: retrying');
+      await sleep(delayMs);
+    } else if (res.ok) {
       const order = await res.json();
       if (order.status === 'PAID') return say('paid', 'Paid — the item is yours');
       if (order.status === 'EXPIRED') return say('expired', 'Expired — the payment window closed and the unit went back on sale');
@@ -185,9 +207,11 @@ async function main() {
   showSignedIn();
   for (;;) {
     try {
+      await syncClock();
       await readView();
       break;
-    } catch {
+    } catch (err) {
+      if (err instanceof NoSuchSale) return say('error', 'There is no such sale');
       say('unavailable', 'The shop is busy: retrying');
       await sleep(1000);
     }

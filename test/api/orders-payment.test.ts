@@ -127,6 +127,7 @@ describe('payment route', () => {
       ['an array', { json: [{ paymentId: 'p1', amount: PRICE }] }],
       ['broken JSON', { body: '{"paymentId": "p1", ', headers: { 'content-type': 'application/json' } }],
       ['gzip declared, not gzip', { body: '{"paymentId": "p1"}', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } }],
+      ['brotli declared, not brotli', { body: 'garbage', headers: { 'content-type': 'application/json', 'content-encoding': 'br' } }],
     ];
     for (const [name, options] of bad) {
       const reply = await call('POST', paymentPath(orderId), { token: service, ...options });

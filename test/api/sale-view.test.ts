@@ -1,7 +1,7 @@
 /**
  * What the sale page reads without a token: the public sale view (items, prices, sold out or not, the
- * server's time) with its CDN headers and weak ETag, the page's static files, and the development sign-in,
- * which exists only outside production and with HS256. Every response is checked against openapi.yaml.
+ * server's time) with its CDN headers and weak ETag, the never-cached server time, the page's static files,
+ * and the development sign-in, which exists only with the development JWT secret outside production. Every response is checked against openapi.yaml.
  */
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { startApi } from '../../src/api/main';
@@ -59,6 +59,16 @@ test('If-None-Match with the ETag → 304 while the content is the same; a sale 
   expect(reload.status).toBe(200);
 });
 
+test('GET the server time: never cached, the clock of the answer', async () => {
+  const before = Date.now();
+  const reply = await call('GET', '/api/flash-sales/time');
+  expect(reply.status).toBe(200);
+  expect(reply.headers.get('cache-control')).toBe('no-store');
+  const serverTime = Date.parse(reply.body.serverTime as string);
+  expect(serverTime).toBeGreaterThanOrEqual(before - 5);
+  expect(serverTime).toBeLessThanOrEqual(Date.now() + 5);
+});
+
 test('a sale id that is not one → 400 INVALID_SALE_ID; an unknown sale → 404 SALE_NOT_FOUND', async () => {
   await expect(call('GET', '/api/flash-sales/sales/abc')).resolves.toMatchObject({ status: 400, body: { error: 'INVALID_SALE_ID' } });
   await expect(call('GET', '/api/flash-sales/sales/2147483647')).resolves.toMatchObject({ status: 404, body: { error: 'SALE_NOT_FOUND' } });
@@ -69,6 +79,8 @@ test('the page and its files are served as they are; an unknown file → 404, a 
   expect(page.status).toBe(200);
   expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
   expect(page.text).toContain('<script src="/sale/assets/sale.js" defer></script>');
+  expect(page.headers.get('x-content-type-options')).toBe('nosniff');
+  expect(page.headers.get('content-security-policy')).toBe("default-src 'self'; frame-ancestors 'none'");
   const script = await call('GET', '/sale/assets/sale.js');
   expect(script.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
   expect(script.text).toContain('/api/flash-sales/sales/');
@@ -92,7 +104,8 @@ test('development sign-in: a token the purchase route admits; a bad buyer id →
 });
 
 test.each([
-  ['in production', { NODE_ENV: 'production', JWT_SECRET: randomUUID(), ADMIN_TOKEN: randomUUID(), PAYMENT_SERVICE_TOKEN: randomUUID() }],
+  ['in production', { NODE_ENV: 'production', JWT_SECRET: randomUUID(), ADMIN_TOKEN: randomUUID(), PAYMENT_SERVICE_TOKEN: randomUUID(), SALE_GATE_SECRET: randomUUID() }],
+  ['with a real JWT_SECRET, whatever NODE_ENV says', { NODE_ENV: 'development', JWT_SECRET: `real-${randomUUID()}` }],
   ['with RS256', { JWT_ALGORITHM: 'RS256', JWT_PUBLIC_KEY: generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString() }],
 ])('no development sign-in %s: POST /api/dev/token → 404', async (_name, overrides) => {
   const api = await startApi(testConfig({ API_PORT: '0', ...overrides }));
