@@ -74,22 +74,26 @@ export async function persistOrder(pool: Pool, order: OrderInput, deadlineAt: Da
  *   or EXPIRED), ORDER_NOT_PENDING (paid by another payment, or REJECTED); undefined when there is no such row
  */
 export async function payOrder(pool: Pool, orderId: string, paymentId: string, amount: number): Promise<PayResult | undefined> {
-  const paid = await pool.query(
-    `UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
-     WHERE id = $1 AND status = 'PENDING' AND deadline_at > now() AND price_minor = $3 RETURNING id`,
-    [orderId, paymentId, amount],
-  );
-  if (paid.rowCount === 1) return { status: 'PAID', paymentId };
-  const res = await pool.query<{ status: OrderStatus; paymentId: string | null; priceMinor: number; closed: boolean }>(
-    `SELECT status, payment_id AS "paymentId", price_minor::float8 AS "priceMinor", deadline_at <= now() AS closed FROM orders WHERE id = $1`,
-    [orderId],
-  );
-  const row = res.rows[0];
-  if (!row) return undefined;
-  if (row.status === 'PAID' && row.paymentId === paymentId) return { status: 'PAID', paymentId };
-  if (row.priceMinor !== amount) return { error: 'AMOUNT_MISMATCH' };
-  if (row.status === 'EXPIRED' || (row.status === 'PENDING' && row.closed)) return { error: 'PAYMENT_WINDOW_CLOSED' };
-  return { error: 'ORDER_NOT_PENDING' };
+  for (;;) {
+    const paid = await pool.query(
+      `UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
+       WHERE id = $1 AND status = 'PENDING' AND deadline_at > now() AND price_minor = $3 RETURNING id`,
+      [orderId, paymentId, amount],
+    );
+    if (paid.rowCount === 1) return { status: 'PAID', paymentId };
+    const res = await pool.query<{ status: OrderStatus; paymentId: string | null; priceMinor: number; closed: boolean }>(
+      `SELECT status, payment_id AS "paymentId", price_minor::float8 AS "priceMinor", deadline_at <= now() AS closed FROM orders WHERE id = $1`,
+      [orderId],
+    );
+    const row = res.rows[0];
+    if (!row) return undefined;
+    if (row.status === 'PAID' && row.paymentId === paymentId) return { status: 'PAID', paymentId };
+    if (row.priceMinor !== amount) return { error: 'AMOUNT_MISMATCH' };
+    if (row.status === 'EXPIRED' || (row.status === 'PENDING' && row.closed)) return { error: 'PAYMENT_WINDOW_CLOSED' };
+    // A payable row the UPDATE did not see was inserted between the two statements (the workflow storing the
+    // order as the payment arrived): decide again, now that it exists (found by the fault campaign, seed 1003).
+    if (row.status !== 'PENDING') return { error: 'ORDER_NOT_PENDING' };
+  }
 }
 
 /** An order's final word in PostgreSQL, as expireOrder reads it. */

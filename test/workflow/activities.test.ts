@@ -9,7 +9,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { createActivities, type Activities } from '../../src/activities';
 import type { OrderInput } from '../../src/domain';
 import { createKafka, EventPublisher } from '../../src/events';
-import { findOrder } from '../../src/orders';
+import type { Pool } from 'pg';
+import { findOrder, payOrder, persistOrder } from '../../src/orders';
 import { saleKeys } from '../../src/reservations';
 import type { Sale } from '../../src/sales';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
@@ -175,6 +176,30 @@ test('payOrder: PAID twice for the same payment (OrderPaid), ORDER_NOT_PENDING f
   expect(seen.filter((e) => e.type === 'OrderPaid').every((e) => e.paymentId === 'pay-1' && e.amount === 700)).toBe(true);
 });
 
+test('payOrder racing the order’s insert (the row appears between its UPDATE and its SELECT) pays, not ORDER_NOT_PENDING', async () => {
+  const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
+  const order = await reserved(sale);
+  // A pool whose first statement (payOrder's UPDATE, which finds no row) is followed by the insert, as a
+  // workflow storing the order at that moment would do.
+  let inserted = false;
+  const racing = new Proxy(clients.pool, {
+    get(target, key, receiver) {
+      if (key !== 'query') return Reflect.get(target, key, receiver);
+      return async (...args: Parameters<Pool['query']>) => {
+        const result = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+        if (!inserted) {
+          inserted = true;
+          await persistOrder(target, order, new Date(Date.now() + 60_000));
+        }
+        return result;
+      };
+    },
+  });
+  expect(await payOrder(racing, order.orderId, 'racing', 700)).toEqual({ status: 'PAID', paymentId: 'racing' });
+  expect(inserted).toBe(true);
+  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'racing' });
+});
+
 test('payOrder after the deadline: PAYMENT_WINDOW_CLOSED while still PENDING and once EXPIRED; the expiry wins and the unit comes back', async () => {
   const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
   const order = await reserved(sale);
@@ -191,7 +216,8 @@ test('payOrder after the deadline: PAYMENT_WINDOW_CLOSED while still PENDING and
 test('payOrder and settleOrder on an order without a row fail non-retryably as ORDER_NOT_FOUND', async () => {
   const sale = await createTestSale(clients, { quantities: [5] });
   const order = await reserved(sale);
-  for (const attempt of [activities.payOrder(order, { paymentId: 'p', amount: 1999 }), activities.settleOrder(order, Date.now())]) {
-    await expect(attempt).rejects.toMatchObject({ type: 'ORDER_NOT_FOUND', nonRetryable: true });
+  // One at a time: a second call made up front could reject before its expectation is attached.
+  for (const attempt of [() => activities.payOrder(order, { paymentId: 'p', amount: 1999 }), () => activities.settleOrder(order, Date.now())]) {
+    await expect(attempt()).rejects.toMatchObject({ type: 'ORDER_NOT_FOUND', nonRetryable: true });
   }
 });
