@@ -70,6 +70,8 @@ export const FAULT_KINDS = FAULT_WEIGHTS.map(([kind]) => kind);
 /** Longer than the publishing local activity's start-to-close timeout. */
 const KAFKA_OUTAGE_MS = 35_000;
 const CROWD_MS = 4000;
+/** How long the campaign's payment service retries one payment that gets no final answer. */
+const PAY_RETRY_MS = 90_000;
 const SETTLE_TIMEOUT_MS = 180_000;
 
 export interface PlannedFault {
@@ -333,10 +335,14 @@ async function trade(rng: Random, clients: Clients, fleet: Fleet, sale: { saleId
     const channel = rng.chance(0.7) ? 'route' : 'signal';
     const wrongFirst = channel === 'route' && rng.chance(0.1);
     const twice = rng.chance(0.15);
-    const url = apiUrl();
+    const first = rng.int(0, 1);
     await sleep(rng.int(200, Math.floor(windowMs * 1.3)));
+    // As a payment service behind a load balancer: each try to the next API, for up to PAY_RETRY_MS (an API
+    // killed while PostgreSQL is away takes that long to come back). No draw from rng: the plan stays the seed's.
     const attempt = async (amount: number): Promise<string> => {
-      for (let tries = 0; tries < 40; tries++) {
+      const until = Date.now() + PAY_RETRY_MS;
+      let last = 'no try';
+      for (let tries = 0; Date.now() < until; tries++) {
         if (channel === 'signal') {
           try {
             await clients.temporal.workflow.getHandle(orderId).signal(paidSignal, { paymentId, amount });
@@ -347,16 +353,18 @@ async function trade(rng: Random, clients: Clients, fleet: Fleet, sale: { saleId
             if (err instanceof WorkflowNotFoundError && row.rows[0] && row.rows[0].status !== 'PENDING') return 'not-delivered';
           }
         } else {
+          const url = `http://${config.API_HOST}:${fleet.apis[(first + tries) % fleet.apis.length].port}`;
           const reply = await call(`${url}/api/flash-sales/orders/${orderId}/payment`, {
             method: 'POST',
             headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },
             body: JSON.stringify({ paymentId, amount }),
           }, seen);
           if (reply.status !== 0 && reply.status < 500) return reply.status === 200 ? '200' : `${reply.status} ${String(reply.body.error)}`;
+          last = reply.status ? `${reply.status} ${String(reply.body.error)}` : 'no answer';
         }
         await sleep(500);
       }
-      return 'gave up';
+      return `gave up (last: ${last})`;
     };
     if (wrongFirst) seen.payments.push({ orderId, paymentId: `${paymentId}-wrong`, channel, outcome: await attempt(priceMinor - 1) });
     seen.payments.push({ orderId, paymentId, channel, outcome: await attempt(priceMinor) });
