@@ -12,6 +12,7 @@ import type { Config } from '../config';
 /** How a request fared: admitted, or refused with the seconds to wait. */
 export type Limited = undefined | { retryAfterS: number };
 
+/** The two limiters of one API process; `enabled` false (RATE_LIMIT_ENABLED) admits everything uncounted. */
 export class RateLimits {
   readonly enabled: boolean;
   private readonly byIp: RateLimiterMemory;

@@ -13,6 +13,7 @@ import { createHmac } from 'node:crypto';
 export const SALE_GATE_HEADER = 'sale-gate';
 const MAX_CACHED = 10_000;
 
+/** Gate values by sale id, computed once per sale and kept (at most MAX_CACHED, then afresh). */
 export class SaleGates {
   private readonly values = new Map<number, string>();
 

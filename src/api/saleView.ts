@@ -26,6 +26,10 @@ import type { SaleGates } from './saleGate';
 export const SALE_VIEW_MAX_AGE_S = 1;
 const DEV_TOKEN_LIFETIME_S = 3600;
 
+/**
+ * GET /api/flash-sales/sales/{saleId}: 200 the view (SaleView in openapi.yaml), 304 on a matching If-None-Match,
+ * 400 INVALID_SALE_ID, 404 SALE_NOT_FOUND. @throws pg or ioredis errors (→ 503) when a store is away
+ */
 export function saleViewHandler(deps: AppDeps, gates: SaleGates) {
   return async function view(ctx: Context): Promise<void> {
     const saleId = parseId(ctx.params.saleId);
@@ -104,6 +108,7 @@ export function saleAssetHandler() {
 
 const DevTokenBody = z.object({ buyerId: z.string().regex(BUYER_ID, 'a buyer id: letters, digits and _.@:- up to 128') }).strict();
 
+/** POST /api/dev/token: 200 `{ token, expiresInS }` for a valid buyer id (BUYER_ID), else 400 INVALID_BODY. */
 export function devTokenHandler(deps: AppDeps) {
   return function devToken(ctx: Context): void {
     const body = DevTokenBody.safeParse(ctx.request.body);

@@ -5,6 +5,7 @@
  */
 import { unsafeUniformIntDistribution, xoroshiro128plus, type RandomGenerator } from 'pure-rand';
 
+/** One seeded generator; every draw advances it, so the same calls in the same order give the same values. */
 export class Random {
   private readonly rng: RandomGenerator;
 
@@ -22,6 +23,7 @@ export class Random {
     return this.int(0, 999_999) < p * 1_000_000;
   }
 
+  /** @returns one of items (non-empty), uniformly */
   pick<T>(items: readonly T[]): T {
     return items[this.int(0, items.length - 1)];
   }
