@@ -13,7 +13,9 @@
  * per-round ratios. A second, identical bare server runs in every round too:
  * its ratio to the first is this run's noise band (an A/A test). Beside req/s it prints the server's CPU
  * time per request (process.cpuUsage of the server's process, all its threads). Appends a JSON line to
- * reports/bench.jsonl. Asserts nothing.
+ * reports/bench.jsonl. Asserts nothing. The API runs as deployed, purchase gate and rate limits on (both stand
+ * after the sold-out answer); every request carries the sale's gate, as the sale page's do, and the crowd's one
+ * client IP (loopback) has its limit lifted (CROWD_IP_LIMIT).
  *
  * Options (environment): BENCH_DURATION_S (5), BENCH_ROUNDS (5), BENCH_CONNECTIONS (100), BENCH_WARMUP_S (2),
  * BENCH_MODES (repeat-token,fresh-tokens), BENCH_PIN (1; 0 leaves scheduling to the OS); the API's own
@@ -29,9 +31,11 @@ import autocannon from 'autocannon';
 import { createSigner } from 'fast-jwt';
 import Koa from 'koa';
 import { startApi } from '../src/api/main';
+import { SaleGates } from '../src/api/saleGate';
 import { loadConfig, type Config } from '../src/config';
 import { createPool } from '../src/db';
 import { createRedis, ReservationStore } from '../src/reservations';
+import { CROWD_IP_LIMIT } from '../src/demo/crowd';
 import { createSale, loadSale } from '../src/sales';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
@@ -61,6 +65,8 @@ interface DriveRequest {
   url: string;
   mode: Mode;
   durationS: number;
+  /** The sale's purchase gate (Sale-Gate header). */
+  gate: string;
 }
 
 /** bare-koa-2 is a second, identical bare server: bare-koa-2/bare-koa is the run's own noise band (an A/A test). */
@@ -84,7 +90,7 @@ interface Figures {
 }
 
 function benchConfig(): Config {
-  return loadConfig({ ...process.env, LOG_LEVEL: 'silent', API_PORT: '0', TEMPORAL_TASK_QUEUE: `bench-${randomUUID()}` });
+  return loadConfig({ ...process.env, LOG_LEVEL: 'silent', API_PORT: '0', TEMPORAL_TASK_QUEUE: `bench-${randomUUID()}`, RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) });
 }
 
 /** Buyer tokens with subjects unique to this call, so no two driver runs share one. */
@@ -95,7 +101,7 @@ function signTokens(config: Config, count: number): string[] {
 }
 
 /** Child process: runs autocannon against one URL and sends the result back. */
-function drive({ url, mode, durationS }: DriveRequest): Promise<autocannon.Result> {
+function drive({ url, mode, durationS, gate }: DriveRequest): Promise<autocannon.Result> {
   const tokens = signTokens(benchConfig(), mode === 'repeat-token' ? 1 : Math.ceil(durationS * FRESH_TOKENS_PER_S));
   let next = 0;
   return autocannon({
@@ -103,7 +109,7 @@ function drive({ url, mode, durationS }: DriveRequest): Promise<autocannon.Resul
     method: 'POST',
     connections: CONNECTIONS,
     duration: durationS,
-    headers: { authorization: `Bearer ${tokens[0]}` },
+    headers: { authorization: `Bearer ${tokens[0]}`, 'sale-gate': gate },
     requests:
       mode === 'repeat-token'
         ? undefined
@@ -237,6 +243,7 @@ async function main(): Promise<void> {
   });
   await loadSale(pool, new ReservationStore(redis), sale.saleId, false);
   const path = `/api/flash-sales/items/${sale.items[0].itemId}/purchase`;
+  const gate = new SaleGates(config.SALE_GATE_SECRET).of(sale.saleId);
 
   const servers = new Map<Target, ServerProcess>();
   const results: Figures[] = [];
@@ -245,7 +252,7 @@ async function main(): Promise<void> {
     const url = (target: Target) => `${servers.get(target)?.url}${path}`;
     for (const mode of MODES) {
       for (const target of TARGETS) {
-        if (WARMUP_S > 0) await runDriver({ url: url(target), mode, durationS: WARMUP_S });
+        if (WARMUP_S > 0) await runDriver({ url: url(target), mode, durationS: WARMUP_S, gate });
       }
       for (let round = 1; round <= ROUNDS; round++) {
         // Rotating the order cancels a drift of the machine's speed over the rounds.
@@ -253,7 +260,7 @@ async function main(): Promise<void> {
         for (const target of order) {
           const server = servers.get(target) as ServerProcess;
           const cpuBefore = await server.cpuUs();
-          const result = await runDriver({ url: url(target), mode, durationS: DURATION_S });
+          const result = await runDriver({ url: url(target), mode, durationS: DURATION_S, gate });
           results.push(figures(target, mode, round, result, (await server.cpuUs()) - cpuBefore));
           process.stderr.write(`  ${mode} round ${round} ${target}: ${Math.round(result.requests.average)} req/s\n`);
         }
