@@ -139,14 +139,22 @@ class Fleet {
 
   async startApi(i: number): Promise<void> {
     const port = this.apis[i]?.port ?? (await freePort());
-    await this.supervise(`api-${i}`, () => {
-      const child = startChild(`api-${i}`, 'src/api/main.ts', { ...this.env, API_PORT: String(port) }, join(this.dir, `api-${i}.${++this.incarnation}.log`), 'api listening');
-      return (this.apis[i] = Object.assign(child, { port }));
-    });
+    await this.supervise(
+      `api-${i}`,
+      () => {
+        const child = startChild(`api-${i}`, 'src/api/main.ts', { ...this.env, API_PORT: String(port) }, join(this.dir, `api-${i}.${++this.incarnation}.log`), 'api listening');
+        return (this.apis[i] = Object.assign(child, { port }));
+      },
+      () => this.apis[i],
+    );
   }
 
   async startWorker(i: number): Promise<void> {
-    await this.supervise(`worker-${i}`, () => (this.workers[i] = startChild(`worker-${i}`, 'src/worker.ts', this.env, join(this.dir, `worker-${i}.${++this.incarnation}.log`), 'worker running')));
+    await this.supervise(
+      `worker-${i}`,
+      () => (this.workers[i] = startChild(`worker-${i}`, 'src/worker.ts', this.env, join(this.dir, `worker-${i}.${++this.incarnation}.log`), 'worker running')),
+      () => this.workers[i],
+    );
   }
 
   /** Waits until the slot's start in progress, if any, has ended (up, or given up). */
@@ -159,8 +167,11 @@ class Fleet {
    * worker without Temporal, an API without Redis), as the campaign's other faults can make it; it is started
    * again, every 2 s, up to 30 times.
    */
-  private async supervise(slot: string, start: () => Child): Promise<void> {
+  private async supervise(slot: string, start: () => Child, current: () => Child | undefined): Promise<void> {
     await this.settled(slot);
+    // Two repairs of one slot (two kills of it, each restarting it): the second finds it up, and leaves it.
+    const running = current();
+    if (running && running.process.exitCode === null && running.process.signalCode === null) return;
     const run = (async () => {
       for (let attempt = 1; ; attempt++) {
         try {
