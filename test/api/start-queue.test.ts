@@ -148,6 +148,9 @@ test('an API process SIGKILLed while its starter holds unstarted entries: anothe
     TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE,
     TEMPORAL_CALL_TIMEOUT_MS: '3000',
     STARTER_CLAIM_IDLE_MS: '4000',
+    // As the suite's own API (testConfig): its crowd buys without the gate, from one IP.
+    SALE_GATE_REQUIRED: String(config.SALE_GATE_REQUIRED),
+    RATE_LIMIT_ENABLED: String(config.RATE_LIMIT_ENABLED),
   };
   const doomed = startChild('doomed api', 'src/api/main.ts', env, join(mkdtempSync(join(tmpdir(), 'start-queue-')), 'api.log'), 'api listening');
   toClose.push(() => doomed.stop());
