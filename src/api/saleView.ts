@@ -23,7 +23,7 @@ import { reply } from './errors';
 import type { SaleGates } from './saleGate';
 
 /** Seconds a CDN or browser may reuse the view: the page's sold-out marks lag the truth by at most this. */
-export const SALE_VIEW_MAX_AGE_S = 1;
+const SALE_VIEW_MAX_AGE_S = 1;
 const DEV_TOKEN_LIFETIME_S = 3600;
 
 /**

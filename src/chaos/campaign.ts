@@ -519,7 +519,7 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet): Promise<Ru
 }
 
 /** @returns the command that replays one run on its own */
-export function replayCommand(seed: number): string {
+function replayCommand(seed: number): string {
   return `npm run chaos -- --runs 1 --seed ${seed}`;
 }
 
