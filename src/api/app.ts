@@ -21,7 +21,7 @@ import { metricsHandler, openApiDocument, readinessHandler } from './ops';
 import { getOrderHandler, paymentHandler } from './orders';
 import type { OrderWorkflows } from './orderWorkflows';
 import { purchaseRoute } from './purchase';
-import { RateLimits } from './rateLimits';
+import { RateLimits, replyRateLimited } from './rateLimits';
 import { SaleGates } from './saleGate';
 import { devTokenHandler, saleAssetHandler, salePageHandler, saleViewHandler, serverTimeHandler } from './saleView';
 import type { SoldOutFlags } from './soldOut';
@@ -92,8 +92,7 @@ function rateLimited(limits: RateLimits, by: 'ip' | 'buyer') {
   return async function limit(ctx: Context, next: Next): Promise<void> {
     const limited = by === 'ip' ? await limits.ip(ctx.ip) : await limits.buyer((ctx.state as BuyerState).buyerId);
     if (!limited) return next();
-    ctx.set('Retry-After', String(limited.retryAfterS));
-    reply(ctx, 'RATE_LIMITED');
+    replyRateLimited(ctx, limited);
   };
 }
 

@@ -19,7 +19,7 @@ import { newOrderId } from '../orderId';
 import { hasBearerJwt, refuseToken, type Authentication, type BuyerAuthenticator } from './auth';
 import type { AppDeps } from './app';
 import { reply, type ErrorCode } from './errors';
-import type { Limited, RateLimits } from './rateLimits';
+import { replyRateLimited, type Limited, type RateLimits } from './rateLimits';
 import { SALE_GATE_HEADER, type SaleGates } from './saleGate';
 
 // As @koa/router matched it: letter case ignored, one trailing slash allowed.
@@ -103,8 +103,8 @@ export function purchaseRoute(deps: AppDeps, authenticate: BuyerAuthenticator, g
   const answerError = (attempt: Attempt, err: unknown) => record(attempt, replyToError(attempt.ctx, err));
 
   const refuseRate = (attempt: Attempt, limited: NonNullable<Limited>) => {
-    attempt.ctx.set('Retry-After', String(limited.retryAfterS));
-    answer(attempt, 'RATE_LIMITED');
+    replyRateLimited(attempt.ctx, limited);
+    record(attempt, 'RATE_LIMITED');
   };
 
   /** Everything after the token: synchronous up to the sold-out flag, a promise from the catalog on. */

@@ -6,8 +6,10 @@
  * one). Over a limit: 429 RATE_LIMITED with Retry-After (whole seconds), nothing else done. The client IP is the
  * socket's, or X-Forwarded-For's first hop when TRUST_PROXY is on.
  */
+import type { Context } from 'koa';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Config } from '../config';
+import { reply } from './errors';
 
 /** How a request fared: admitted, or refused with the seconds to wait. */
 export type Limited = undefined | { retryAfterS: number };
@@ -43,4 +45,10 @@ async function take(limiter: RateLimiterMemory, key: string): Promise<Limited> {
     if (res instanceof RateLimiterRes) return { retryAfterS: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) };
     throw res;
   }
+}
+
+/** Answers 429 RATE_LIMITED with its Retry-After (whole seconds). */
+export function replyRateLimited(ctx: Context, limited: NonNullable<Limited>): void {
+  ctx.set('Retry-After', String(limited.retryAfterS));
+  reply(ctx, 'RATE_LIMITED');
 }
