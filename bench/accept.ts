@@ -24,7 +24,7 @@ import { freePort, startChild } from '../src/demo/processes';
 import { createRedis, ReservationStore, saleKeys } from '../src/reservations';
 import { createSale, loadSale } from '../src/sales';
 import { connectTemporal } from '../src/temporal';
-import { appendResult } from './results';
+import { appendResult } from '../src/benchResults';
 
 const ORDERS = Number(process.env.BENCH_ACCEPT_ORDERS ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_ACCEPT_CONCURRENCY ?? 100);

@@ -15,7 +15,7 @@
  * BENCH_DRAIN_WINDOW_MS (60000), BENCH_DRAIN_SAMPLE (40 histories per kind).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
@@ -27,8 +27,9 @@ import { createRedis, ReservationStore, saleKeys } from '../src/reservations';
 import { createSale, loadSale } from '../src/sales';
 import { connectTemporal, startOrderWorkflow } from '../src/temporal';
 import { paidSignal } from '../src/workflows/definitions';
-import { treeCpuMs } from './procCpu';
-import { appendResult } from './results';
+import { stackPid, treeCpuMs } from '../src/procCpu';
+import { counter } from '../src/promText';
+import { appendResult } from '../src/benchResults';
 
 const ORDERS = Number(process.env.BENCH_DRAIN_ORDERS ?? 1000);
 const IN_FLIGHT = Number(process.env.BENCH_DRAIN_IN_FLIGHT ?? 100);
@@ -36,7 +37,6 @@ const WINDOW_MS = Number(process.env.BENCH_DRAIN_WINDOW_MS ?? 60_000);
 const SAMPLE = Number(process.env.BENCH_DRAIN_SAMPLE ?? 40);
 const PRICE = 500;
 const PAID_WINDOW_MS = 600_000;
-const ROOT = join(__dirname, '..');
 
 /** Per-workflow figures of one kind. */
 export interface KindFigures {
@@ -55,15 +55,6 @@ export interface KindFigures {
   cacheEvictions: number;
 }
 
-/** Sums a counter over its label sets in a Prometheus text exposition. */
-function counter(text: string, name: string): number {
-  let sum = 0;
-  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'gm'))) sum += Number(m[1]);
-  return sum;
-}
-
-const pidIn = (file: string) => Number(readFileSync(join(ROOT, '.local', file), 'utf8').split('\n')[0]);
-
 /** Runs `work` (which starts `count` workflows of one kind) and measures until none of them runs any more. */
 async function measure(temporal: Client, query: string, count: number, worker: { pid: number; metrics: string }, work: () => Promise<string[]>) {
   const workerPid = worker.pid;
@@ -72,8 +63,8 @@ async function measure(temporal: Client, query: string, count: number, worker: {
     return { misses: counter(text, 'temporal_sticky_cache_miss'), evictions: counter(text, 'temporal_sticky_cache_total_forced_eviction') };
   };
   const cacheBefore = await scrape();
-  const temporalPid = pidIn('temporal/temporal.pid');
-  const postgresPid = pidIn('pg/data/postmaster.pid');
+  const temporalPid = stackPid('temporal/temporal.pid');
+  const postgresPid = stackPid('pg/data/postmaster.pid');
   const before = { temporal: treeCpuMs(temporalPid), worker: treeCpuMs(workerPid), postgres: treeCpuMs(postgresPid) };
   const t0 = Date.now();
   const ids = await work();

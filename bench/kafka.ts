@@ -5,7 +5,7 @@
  * The plain producer is the baseline; prints events/s and the ratio, asserts nothing.
  */
 import { randomUUID } from 'node:crypto';
-import { appendResult } from './results';
+import { appendResult } from '../src/benchResults';
 import { loadConfig } from '../src/config';
 import { orderEvent } from '../src/domain';
 import { createKafka, EventPublisher } from '../src/events';

@@ -5,7 +5,10 @@
  * the `paid` signal once the order is stored, which a late-started workflow may receive after its deadline:
  * then it is refunded), lets the rest expire, sends a second wave of new buyers for the units that came back
  * (and pays all of those through the route), then audits every store and writes a report (JSON and Markdown)
- * under reports/.
+ * under reports/. The report also charges wave 1's drain to Temporal, the worker and PostgreSQL (CPU ms per
+ * order, from /proc) beside the drain bench's minimal-workflow baseline, and shows the worker's workflow task
+ * latencies (Core's metrics), the workflow task timeouts and failures in every order's history, and how long
+ * payments took to be answered.
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -13,17 +16,21 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { createSigner } from 'fast-jwt';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import { temporal as proto } from '@temporalio/proto';
 import { request } from 'undici';
 import { auditSale, formatAudit, type AuditReport } from '../audit';
+import { latestResult } from '../benchResults';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createKafka } from '../events';
+import { stackPid, treeCpuMs } from '../procCpu';
+import { bucketQuantile, countAbove, counter, histogram } from '../promText';
 import { createRedis, ReservationStore, saleKeys } from '../reservations';
 import { createSale, loadSale } from '../sales';
 import { connectTemporal } from '../temporal';
 import { paidSignal } from '../workflows/definitions';
 import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press, type PressResult } from './crowd';
-import { startChild, type Child } from './processes';
+import { freePort, startChild, type Child } from './processes';
 import { latencySummary } from './stats';
 
 export interface DemoOptions {
@@ -92,12 +99,104 @@ export interface DemoResult {
   msFromStartToLastStarted: number;
   msFromStartToLastPersisted: number | null;
   payments: Record<string, number>;
+  /** Per attempt, from request to answer: the payment route (any status) and the `paid` signal. */
+  paymentLatencyMs: { route: LatencyWithMax; signal: LatencyWithMax };
+  drain: DrainFigures;
+  workflowTasks: WorkflowTaskFigures;
   finalCounts: Record<string, number>;
   audit: AuditReport;
   reportFiles: string[];
 }
 
+export type LatencyWithMax = ReturnType<typeof latencySummary> & { max: number };
+
+/** Wave 1's drain: its orders from the sale's start until all were final, and what they cost. */
+export interface DrainFigures {
+  orders: number;
+  msToAllFinal: number;
+  /** Final orders per second over msToAllFinal. */
+  ordersPerS: number;
+  /** CPU ms per wave-1 order over that time (/proc), wave-1 payments included. */
+  cpuMsPerOrder: { temporal: number; worker: number; postgres: number; total: number };
+  /** The API process over that time, ms: the whole stampede, the starter and the payment route. */
+  apiCpuMs: number;
+  /** The drain bench's latest minimal workflow (start → one activity → complete) on this machine, if it ran. */
+  baseline?: { date: string; loadavg1m: unknown; totalCpuMs: number; completedPerS: number; orderTotalCpuMs?: number };
+}
+
+/** The worker's workflow tasks over the whole run (Core's metrics) and what every order's history holds. */
+export interface WorkflowTaskFigures {
+  executed: number;
+  /** Upper bounds of the histogram buckets that hold p50 and p99, ms. */
+  executionMs: { p50: number; p99: number };
+  /**
+   * Tasks whose execution took longer than `bound` ms: the largest bucket bound up to 5 s, the worker's
+   * warning (TMPRL1104) threshold, so a count here may include tasks that stayed under it.
+   */
+  slowExecutions: { bound: number; count: number };
+  scheduleToStartMs: { p50: number; p99: number };
+  executionFailed: number;
+  stickyCacheMisses: number;
+  historiesScanned: number;
+  /** WorkflowTaskTimedOut events across those histories. */
+  timedOutInHistory: number;
+  /**
+   * WorkflowTaskFailed events by cause. UNHANDLED_COMMAND is Temporal refusing a completion because a signal
+   * arrived meanwhile (the worker runs the task again with it), not a fault.
+   */
+  failedInHistory: Record<string, number>;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const { WorkflowTaskFailedCause } = proto.api.enums.v1;
+
+const withMax = (values: number[]): LatencyWithMax => ({ ...latencySummary(values), max: Math.round(Math.max(0, ...values)) });
+
+/** @returns per-order CPU ms of the stack's parts between two snapshots of treeCpuMs */
+function perOrder(before: Record<string, number>, after: Record<string, number>, orders: number) {
+  const per = (k: string) => Math.round(((after[k] - before[k]) / Math.max(1, orders)) * 100) / 100;
+  const temporal = per('temporal');
+  const worker = per('worker');
+  const postgres = per('postgres');
+  return { temporal, worker, postgres, total: Math.round((temporal + worker + postgres) * 100) / 100 };
+}
+
+/** The worker's Core metrics: workflow task latencies, failures and sticky cache misses. */
+function workerTaskMetrics(text: string): Omit<WorkflowTaskFigures, 'historiesScanned' | 'timedOutInHistory' | 'failedInHistory'> {
+  const execution = histogram(text, 'temporal_workflow_task_execution_latency');
+  const toStart = histogram(text, 'temporal_workflow_task_schedule_to_start_latency');
+  return {
+    executed: execution.count,
+    executionMs: { p50: bucketQuantile(execution, 0.5), p99: bucketQuantile(execution, 0.99) },
+    slowExecutions: countAbove(execution, 5000),
+    scheduleToStartMs: { p50: bucketQuantile(toStart, 0.5), p99: bucketQuantile(toStart, 0.99) },
+    executionFailed: counter(text, 'temporal_workflow_task_execution_failed'),
+    stickyCacheMisses: counter(text, 'temporal_sticky_cache_miss'),
+  };
+}
+
+/** Reads every order's history (16 at a time) and counts its workflow task timeouts, and its failures by cause. */
+async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal>>, orderIds: readonly string[]) {
+  let timedOut = 0;
+  const failedByCause: Record<string, number> = {};
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < orderIds.length) {
+        const history = await temporal.workflow.getHandle(orderIds[next++]).fetchHistory();
+        for (const e of history.events ?? []) {
+          if (e.workflowTaskTimedOutEventAttributes) timedOut += 1;
+          const failed = e.workflowTaskFailedEventAttributes;
+          if (failed) {
+            const cause = (WorkflowTaskFailedCause[failed.cause ?? 0] ?? String(failed.cause)).replace('WORKFLOW_TASK_FAILED_CAUSE_', '');
+            failedByCause[cause] = (failedByCause[cause] ?? 0) + 1;
+          }
+        }
+      }
+    }),
+  );
+  return { historiesScanned: orderIds.length, timedOutInHistory: timedOut, failedInHistory: failedByCause };
+}
 
 const SALE_OPENS_IN_MS = 4000;
 const WARMUP_PRESSES = 5000;
@@ -151,7 +250,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const store = new ReservationStore(redis);
   const temporal = await connectTemporal(config);
   const children: Child[] = [];
-  const payments = { route: 0, signal: 0, refused: 0, retried: 0, failed: 0 };
+  const payments = { route: 0, signal: 0, refused: 0, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
+  const latencies = { route: [] as number[], signal: [] as number[] };
   const inFlightPayments: Promise<void>[] = [];
   let progress: NodeJS.Timeout | undefined;
   let stopRowWatch = () => undefined as void;
@@ -166,7 +266,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     print('starting the API and the worker…');
     children.push(startChild('api', 'src/api/main.ts', env, join(dir, 'api.log'), 'api listening'));
     // The worker's work is the drain, at Temporal's pace: it yields the CPU to the API while the stampede lasts.
-    children.push(startChild('worker', 'src/worker.ts', env, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
+    const workerMetricsPort = await freePort();
+    children.push(startChild('worker', 'src/worker.ts', { ...env, WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
     await Promise.all(children.map((c) => c.ready));
     const baseUrl = `http://${config.API_HOST}:${options.apiPort}`;
 
@@ -220,9 +321,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       // idempotent) until a definitive answer — 200, or a 409/422 that means "refund". A signal to a workflow
       // that has ended is refused too: the order settled without this payment.
       const attempt = async (): Promise<'route' | 'signal' | 'refused' | 'retry'> => {
+        const t0 = performance.now();
+        const took = () => latencies[viaSignal ? 'signal' : 'route'].push(performance.now() - t0);
         try {
           if (viaSignal) {
             await temporal.workflow.getHandle(orderId).signal(paidSignal, { paymentId, amount: options.priceMinor });
+            took();
             return 'signal';
           }
           const res = await request(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
@@ -231,9 +335,15 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
             body: JSON.stringify({ paymentId, amount: options.priceMinor }),
           });
           await res.body.dump();
+          took();
+          if (res.statusCode === 503) {
+            payments.unavailable += 1;
+            if (res.headers['retry-after'] !== undefined) payments.unavailableWithRetryAfter += 1;
+          }
           if (res.statusCode === 200) return 'route';
           return res.statusCode >= 500 ? 'retry' : 'refused';
         } catch (err) {
+          took();
           return err instanceof WorkflowNotFoundError ? 'refused' : 'retry';
         }
       };
@@ -311,6 +421,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     await sleep(Math.max(0, saleStartMs - Date.now()));
     print(`sale open: ${presses.length} presses from ${options.buyers} buyers`);
     const wave1Start = Date.now();
+    const stackCpu = () => ({
+      temporal: treeCpuMs(stackPid('temporal/temporal.pid')),
+      postgres: treeCpuMs(stackPid('pg/data/postmaster.pid')),
+      api: treeCpuMs(children[0].process.pid as number),
+      worker: treeCpuMs(children[1].process.pid as number),
+    });
+    const cpuAtStart = stackCpu();
     const gate = await saleGateOf(baseUrl, sale.saleId, hardStopMs);
     const wave1 = await pressAll({ baseUrl, presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare, 0.5) });
     const wave1Summary = summarize(wave1, wave1Start, Date.now(), saleStartMs);
@@ -318,6 +435,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     print(`wave 1 done: ${wave1Accepted} accepted; waiting for their workflows, payments and expiries…`);
     const wave1LastStartedMs = (await lastStarted()) - saleStartMs;
     await waitAllFinal(wave1Accepted);
+    const msToWave1Final = Date.now() - saleStartMs;
+    const cpuAtWave1Final = stackCpu();
     const lastPersisted = await pool.query<{ ms: number | null }>(
       'SELECT (extract(epoch FROM max(created_at)) * 1000)::float8 AS ms FROM orders WHERE sale_id = $1',
       [sale.saleId],
@@ -335,6 +454,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const wave2Summary = summarize(wave2, wave2Start, Date.now(), wave2Start);
     await waitAllFinal(accepted.length);
     clearInterval(progress);
+    // Kept beside the report: every Core metric of the worker's run, for what the report does not summarize.
+    const workerMetrics = await (await fetch(`http://127.0.0.1:${workerMetricsPort}/metrics`)).text();
+    writeFileSync(join(dir, 'worker-metrics.prom'), workerMetrics);
+    const taskMetrics = workerTaskMetrics(workerMetrics);
 
     print('auditing…');
     const audit = await auditSale(
@@ -343,6 +466,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       accepted,
     );
     const finalCounts = await dbCounts();
+    print(`reading ${accepted.length} order histories for workflow task timeouts and failures…`);
+    const histories = await scanHistories(temporal, accepted);
+    const bench = latestResult('drain') as { date: string; loadavg1m: unknown; minimal?: { totalCpuMs: number; completedPerS: number }; order?: { totalCpuMs: number } } | undefined;
     const result: DemoResult = {
       saleId: sale.saleId,
       options: plainOptions,
@@ -351,6 +477,18 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       msFromStartToLastStarted: wave1LastStartedMs,
       msFromStartToLastPersisted: lastPersisted.rows[0].ms === null ? null : Math.round(lastPersisted.rows[0].ms - saleStartMs),
       payments,
+      paymentLatencyMs: { route: withMax(latencies.route), signal: withMax(latencies.signal) },
+      drain: {
+        orders: wave1Accepted,
+        msToAllFinal: msToWave1Final,
+        ordersPerS: Math.round((wave1Accepted / (msToWave1Final / 1000)) * 10) / 10,
+        cpuMsPerOrder: perOrder(cpuAtStart, cpuAtWave1Final, wave1Accepted),
+        apiCpuMs: Math.round(cpuAtWave1Final.api - cpuAtStart.api),
+        ...(bench?.minimal && {
+          baseline: { date: bench.date, loadavg1m: bench.loadavg1m, totalCpuMs: bench.minimal.totalCpuMs, completedPerS: bench.minimal.completedPerS, orderTotalCpuMs: bench.order?.totalCpuMs },
+        }),
+      },
+      workflowTasks: { ...taskMetrics, ...histories },
       finalCounts: { units: totalUnits, ...finalCounts },
       audit,
       reportFiles: [join(dir, 'report.json'), join(dir, 'report.md')],
@@ -370,6 +508,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 
 /** The report as Markdown: waves, latencies, timings, final counts, audit. */
 export function renderMarkdown(r: DemoResult): string {
+  const d = r.drain;
+  const w = r.workflowTasks;
+  const latency = (l: LatencyWithMax) => (l.count ? `${l.p50} / ${l.p99} / ${l.max}` : '-');
+  const ratio = (a: number, b: number) => (b ? Math.round((a / b) * 100) / 100 : '-');
   const waveRow = (name: string, w: WaveSummary) =>
     `| ${name} | ${w.requests} | ${w.offeredRate} | ${w.servedRate} | ${Object.entries(w.statusCounts)
       .map(([s, n]) => `${s}: ${n}`)
@@ -388,7 +530,14 @@ export function renderMarkdown(r: DemoResult): string {
     '',
     `Payments: ${Object.entries(r.payments)
       .map(([k, v]) => `${k} ${v}`)
-      .join(', ')}.`,
+      .join(', ')}. Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)}, signal ${latency(r.paymentLatencyMs.signal)}.`,
+    '',
+    `Drain of wave 1: ${d.orders} orders final ${d.msToAllFinal} ms after the start, ${d.ordersPerS} orders/s; CPU per order ${d.cpuMsPerOrder.total} ms (Temporal ${d.cpuMsPerOrder.temporal}, worker ${d.cpuMsPerOrder.worker}, PostgreSQL ${d.cpuMsPerOrder.postgres}); the API process ${d.apiCpuMs} ms in all.`,
+    d.baseline
+      ? `Baseline, bench/drain.ts of ${d.baseline.date} (load ${String(d.baseline.loadavg1m)}): minimal workflow ${d.baseline.totalCpuMs} ms CPU, ${d.baseline.completedPerS} completed/s; this drain's order costs ${ratio(d.cpuMsPerOrder.total, d.baseline.totalCpuMs)}× its CPU at ${ratio(d.ordersPerS, d.baseline.completedPerS)}× its rate${d.baseline.orderTotalCpuMs ? ` (the bench's own order: ${d.baseline.orderTotalCpuMs} ms)` : ''}.`
+      : 'Baseline: no bench/drain.ts result in reports/bench.jsonl on this machine yet (`npx tsx bench/drain.ts`).',
+    '',
+    `Workflow tasks: ${w.executed} executed, p50 ≤ ${w.executionMs.p50} ms, p99 ≤ ${w.executionMs.p99} ms, ${w.slowExecutions.count} over ${w.slowExecutions.bound} ms; schedule-to-start p50 ≤ ${w.scheduleToStartMs.p50} ms, p99 ≤ ${w.scheduleToStartMs.p99} ms; ${w.executionFailed} failed, ${w.stickyCacheMisses} sticky cache misses. In ${w.historiesScanned} order histories: ${w.timedOutInHistory} workflow task timeouts; workflow task failures by cause: ${Object.entries(w.failedInHistory).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}.`,
     '',
     `Final orders: ${Object.entries(r.finalCounts)
       .map(([k, v]) => `${k} ${v}`)

@@ -1,9 +1,12 @@
 /**
  * CPU time of the stack's processes, read from /proc (Linux): a process with all its threads, plus its
- * children alive now and those it has reaped. Used by bench/drain.ts to charge each order's cost to Temporal,
- * PostgreSQL and the worker.
+ * children alive now and those it has reaped. Used by bench/drain.ts and the demo report to charge each
+ * order's cost to Temporal, PostgreSQL and the worker.
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const ROOT = join(__dirname, '..');
 
 const TICKS_PER_S = 100; // USER_HZ, the unit of /proc/<pid>/stat times on Linux (getconf CLK_TCK)
 
@@ -48,4 +51,13 @@ export function treeCpuMs(pid: number): number {
   };
   visit(pid);
   return total;
+}
+
+/**
+ * The pid a service of scripts/services.sh recorded (first line of its pid file under .local).
+ * @param file e.g. 'temporal/temporal.pid', 'pg/data/postmaster.pid'
+ * @throws when the file is missing (the stack is not up)
+ */
+export function stackPid(file: string): number {
+  return Number(readFileSync(join(ROOT, '.local', file), 'utf8').split('\n')[0]);
 }
