@@ -1,15 +1,15 @@
 /**
  * orderWorkflow: one execution per accepted order (workflow id = orderId) that keeps the 202's promise (I4):
- * store the order and publish OrderPlaced → wait for payment until the deadline the buyer was shown → PAID,
- * or compensation (EXPIRED, sold − 1, unit back in Redis, OrderExpired). If PostgreSQL refuses the order it
+ * store the order and publish OrderPlaced → wait for payment → PAID, or after the deadline the buyer was shown,
+ * compensation (EXPIRED, sold − 1, unit back in Redis, OrderExpired). If PostgreSQL refuses the order it
  * ends REJECTED and the unit goes back. All I/O is in local activities; time is workflow time.
  *
  * Payment and deadline race: PostgreSQL decides, not this workflow. A payment (update `pay`, signal `paid`,
  * or the payment route, which writes PostgreSQL itself and then signals) is a conditional UPDATE that needs
- * the order PENDING with its deadline ahead by PostgreSQL's clock; the expiry, run when the timer fires at the
- * deadline, is one that needs it PENDING (src/orders.ts). Exactly one wins, and the workflow follows the row.
- * So a local activity that runs inside a workflow task the server refuses (a signal landed meanwhile) has only
- * done what PostgreSQL had decided, and its replay does it again, with one effect (I5).
+ * the order PENDING with its deadline ahead by PostgreSQL's clock; the expiry, run when the timer fires (at or
+ * after the deadline, see below), is one that needs it PENDING (src/orders.ts). Exactly one wins, and the
+ * workflow follows the row. So a local activity that runs inside a workflow task the server refuses (a signal
+ * landed meanwhile) has only done what PostgreSQL had decided, and its replay does it again, with one effect (I5).
  *
  * Two workflow tasks per order when nothing goes wrong: the first stores the order and arms the timer; the
  * second, woken by the payment or the timer, settles and completes. One when the first task finds the order
@@ -108,9 +108,13 @@ export async function orderWorkflow(input: OrderInput): Promise<OrderView> {
   }
   // Payments that arrived before the order had its row are decided first: paid already, it needs no timer.
   await condition(allHandlersFinished);
-  // A workflow that first runs after its deadline (a backlog) settles in this same task, without a timer.
-  const remainingMs = deadlineMs - Date.now();
-  if (placed.status === 'PENDING' && !settled && remainingMs > 0) await condition(() => settled !== undefined, remainingMs);
+  // A workflow that first runs after its deadline (a backlog) settles in this same task, without a timer. One
+  // that runs before it waits one whole window from now, not just to the deadline: PostgreSQL refuses payments
+  // after the deadline whenever this wakes, and a sale's deadlines all fall within its stampede's seconds, so
+  // timers aimed at them fire together and bury the worker (sticky queue timeouts seen with 20,000 orders).
+  // Waiting a window from the start spreads the wake-ups at the pace the starter started the workflows, which
+  // is the pace the worker takes; an unpaid unit comes back up to its start-queue wait after its deadline.
+  if (placed.status === 'PENDING' && !settled && deadlineMs > Date.now()) await condition(() => settled !== undefined, input.paymentWindowMs);
   while (!settled) {
     const outcome = await local.settleOrder(input, Date.now());
     if (outcome.status !== 'PENDING') settled = outcome;
