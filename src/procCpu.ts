@@ -32,25 +32,30 @@ function stat(pid: number): Stat | undefined {
 }
 
 /**
- * @param pid the root of the process tree (e.g. the postmaster)
- * @returns CPU ms spent so far by the tree: the root, its descendants alive now, and everything they reaped
+ * @param roots a name per root of a process tree (e.g. the postmaster)
+ * @returns per name, CPU ms spent so far by its tree: the root, its descendants alive now, and everything they
+ *   reaped; 0 for a root that is gone. One pass over /proc serves all roots.
  */
-export function treeCpuMs(pid: number): number {
+export function treesCpuMs<K extends string>(roots: Record<K, number>): Record<K, number> {
   const stats = new Map<number, Stat>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const s = stat(Number(entry));
     if (s) stats.set(Number(entry), s);
   }
-  let total = 0;
-  const visit = (p: number) => {
+  const visit = (p: number): number => {
     const s = stats.get(p);
-    if (!s) return;
-    total += s.ownMs + s.reapedMs;
-    for (const [child, cs] of stats) if (cs.ppid === p) visit(child);
+    if (!s) return 0;
+    let total = s.ownMs + s.reapedMs;
+    for (const [child, cs] of stats) if (cs.ppid === p) total += visit(child);
+    return total;
   };
-  visit(pid);
-  return total;
+  return Object.fromEntries(Object.entries<number>(roots).map(([name, pid]) => [name, visit(pid)])) as Record<K, number>;
+}
+
+/** @returns CPU ms spent so far by the process tree rooted at pid (see treesCpuMs) */
+export function treeCpuMs(pid: number): number {
+  return treesCpuMs({ tree: pid }).tree;
 }
 
 /**

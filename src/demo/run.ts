@@ -23,7 +23,7 @@ import { latestResult } from '../benchResults';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createKafka } from '../events';
-import { stackPid, treeCpuMs } from '../procCpu';
+import { stackPid, treesCpuMs } from '../procCpu';
 import { bucketQuantile, countAbove, counter, histogram } from '../promText';
 import { createRedis, ReservationStore, saleKeys } from '../reservations';
 import { createSale, loadSale } from '../sales';
@@ -101,6 +101,12 @@ export interface DemoResult {
   payments: Record<string, number>;
   /** Per attempt, from request to answer: the payment route (any status) and the `paid` signal. */
   paymentLatencyMs: { route: LatencyWithMax; signal: LatencyWithMax };
+  /**
+   * Wave 1 from its first press to the CPU sample just after its last 202 (samples every STAMPEDE_SAMPLE_MS):
+   * the presses answered by then, and the CPU ms each part of the machine spent meanwhile. `crowd` is the demo
+   * process itself (load generator and payment service).
+   */
+  stampede: { ms: number; answered: number; cpuMs: Record<(typeof STAMPEDE_PARTS)[number], number> };
   drain: DrainFigures;
   workflowTasks: WorkflowTaskFigures;
   finalCounts: Record<string, number>;
@@ -148,13 +154,17 @@ export interface WorkflowTaskFigures {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const STAMPEDE_SAMPLE_MS = 250;
+const STAMPEDE_PARTS = ['crowd', 'api', 'redis', 'temporal', 'worker', 'postgres'] as const;
+type StackCpu = Record<(typeof STAMPEDE_PARTS)[number], number> & { atMs: number };
 const { WorkflowTaskFailedCause } = proto.api.enums.v1;
 
 const withMax = (values: number[]): LatencyWithMax => ({ ...latencySummary(values), max: Math.round(Math.max(0, ...values)) });
 
 /** @returns per-order CPU ms of the stack's parts between two snapshots of treeCpuMs */
-function perOrder(before: Record<string, number>, after: Record<string, number>, orders: number) {
-  const per = (k: string) => Math.round(((after[k] - before[k]) / Math.max(1, orders)) * 100) / 100;
+function perOrder(before: StackCpu, after: StackCpu, orders: number) {
+  type Part = (typeof STAMPEDE_PARTS)[number];
+  const per = (k: Part) => Math.round(((after[k] - before[k]) / Math.max(1, orders)) * 100) / 100;
   const temporal = per('temporal');
   const worker = per('worker');
   const postgres = per('postgres');
@@ -421,16 +431,27 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     await sleep(Math.max(0, saleStartMs - Date.now()));
     print(`sale open: ${presses.length} presses from ${options.buyers} buyers`);
     const wave1Start = Date.now();
-    const stackCpu = () => ({
-      temporal: treeCpuMs(stackPid('temporal/temporal.pid')),
-      postgres: treeCpuMs(stackPid('pg/data/postmaster.pid')),
-      api: treeCpuMs(children[0].process.pid as number),
-      worker: treeCpuMs(children[1].process.pid as number),
-    });
+    const roots = {
+      temporal: stackPid('temporal/temporal.pid'),
+      postgres: stackPid('pg/data/postmaster.pid'),
+      redis: stackPid('redis/redis.pid'),
+      api: children[0].process.pid as number,
+      worker: children[1].process.pid as number,
+    };
+    const stackCpu = (): StackCpu => {
+      const own = process.cpuUsage();
+      return { atMs: Date.now(), crowd: (own.user + own.system) / 1000, ...treesCpuMs(roots) };
+    };
     const cpuAtStart = stackCpu();
+    // Sampled through the stampede, so that its cost up to the last 202 can be read afterwards.
+    const stampedeSamples = [cpuAtStart];
+    const sampling = setInterval(() => stampedeSamples.push(stackCpu()), STAMPEDE_SAMPLE_MS);
     const gate = await saleGateOf(baseUrl, sale.saleId, hardStopMs);
-    const wave1 = await pressAll({ baseUrl, presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare, 0.5) });
+    const wave1 = await pressAll({ baseUrl, presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare, 0.5) }).finally(() => clearInterval(sampling));
+    stampedeSamples.push(stackCpu());
     const wave1Summary = summarize(wave1, wave1Start, Date.now(), saleStartMs);
+    const last202AtMs = saleStartMs + (wave1Summary.msToLastAccepted ?? 0);
+    const atLast202 = stampedeSamples.find((c) => c.atMs >= last202AtMs) ?? stampedeSamples[stampedeSamples.length - 1];
     const wave1Accepted = accepted.length;
     print(`wave 1 done: ${wave1Accepted} accepted; waiting for their workflows, payments and expiries…`);
     const wave1LastStartedMs = (await lastStarted()) - saleStartMs;
@@ -488,6 +509,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
           baseline: { date: bench.date, loadavg1m: bench.loadavg1m, totalCpuMs: bench.minimal.totalCpuMs, completedPerS: bench.minimal.completedPerS, orderTotalCpuMs: bench.order?.totalCpuMs },
         }),
       },
+      stampede: {
+        ms: atLast202.atMs - cpuAtStart.atMs,
+        answered: wave1.filter((r) => r.answeredAtMs <= atLast202.atMs).length,
+        cpuMs: Object.fromEntries(STAMPEDE_PARTS.map((k) => [k, Math.round(atLast202[k] - cpuAtStart[k])])) as Record<(typeof STAMPEDE_PARTS)[number], number>,
+      },
       workflowTasks: { ...taskMetrics, ...histories },
       finalCounts: { units: totalUnits, ...finalCounts },
       audit,
@@ -509,6 +535,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 /** The report as Markdown: waves, latencies, timings, final counts, audit. */
 export function renderMarkdown(r: DemoResult): string {
   const d = r.drain;
+  const st = r.stampede;
   const w = r.workflowTasks;
   const latency = (l: LatencyWithMax) => (l.count ? `${l.p50} / ${l.p99} / ${l.max}` : '-');
   const ratio = (a: number, b: number) => (b ? Math.round((a / b) * 100) / 100 : '-');
@@ -527,6 +554,10 @@ export function renderMarkdown(r: DemoResult): string {
     waveRow('2 (units back)', r.waves[1]),
     '',
     `Wave 1, from the sale's start: last 202 ${r.waves[0].msToLastAccepted ?? '-'} ms → last workflow started ${r.msFromStartToLastStarted} ms → last order persisted ${r.msFromStartToLastPersisted ?? '-'} ms. A 202 is answered once Redis holds the reservation and its start queue entry; the starter starts the workflows at Temporal's pace.`,
+    '',
+    `Stampede, first press → the CPU sample after the last 202 (${st.ms} ms, ${st.answered} presses answered): CPU ms ${Object.entries(st.cpuMs)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}; ${Math.round((Object.values(st.cpuMs).reduce((a, b) => a + b, 0) / Math.max(1, st.ms)) * 100) / 100} of ${r.machine.cores} cores busy.`,
     '',
     `Payments: ${Object.entries(r.payments)
       .map(([k, v]) => `${k} ${v}`)
