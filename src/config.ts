@@ -45,7 +45,7 @@ const schema = z
     WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).max(10000).default(200),
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).max(10000).default(100),
     /**
-     * Workflows the worker keeps in its sticky cache. Every open order waits on its timer until its deadline;
+     * Workflows the worker keeps in its sticky cache. Every open order waits on its timer (a window long);
      * one evicted meanwhile is replayed from its history when it wakes (server and worker CPU), so the cache
      * holds a whole sale's orders. The SDK's default, from the heap size, is about 2,300 on a 4 GB heap.
      */

@@ -107,9 +107,9 @@ export interface Settlement {
 
 /**
  * Compensation in PostgreSQL: a PENDING order whose deadline is at or before atMs becomes EXPIRED and its unit
- * leaves `sold`, in one statement (so one transaction). atMs is the workflow's clock when its timer fired at the
- * deadline: on one host the same clock as PostgreSQL's, which payOrder reads; across hosts their skew adds to
- * the timer's precision, and exactly one of payment and expiry still wins.
+ * leaves `sold`, in one statement (so one transaction). atMs is the workflow's clock when its timer fired, at or
+ * after the deadline: on one host the same clock as PostgreSQL's, which payOrder reads; across hosts their skew
+ * may send the workflow round its settle-again loop, and exactly one of payment and expiry still wins.
  * @param atMs ms since the epoch
  * @returns the order afterwards: EXPIRED (now or before), PAID or REJECTED (settled otherwise), PENDING (its
  *   deadline is after atMs); undefined when there is no such row

@@ -18,7 +18,7 @@ export interface Operations {
   start(order: OrderInput): Promise<'started' | 'already-started'>;
   /**
    * Signals `paid` to the order's workflow, so that it settles a payment PostgreSQL has accepted now rather
-   * than at its deadline; 'not-found' when the workflow has ended or is not started yet.
+   * than when its timer fires; 'not-found' when the workflow has ended or is not started yet.
    */
   signalPaid(orderId: string, payment: Payment): Promise<'signalled' | 'not-found'>;
   /** Resolves when the configured namespace answers (for /readyz). */

@@ -86,7 +86,7 @@ async function storeAccepted(deps: AppDeps, orderId: string, payment: Payment): 
 /**
  * POST handler for the payment service (already authenticated by its bearer credential). PostgreSQL decides
  * (orders.payOrder), so the answer waits for no workflow task; the order's workflow is then signalled, so
- * that it settles now (OrderPaid) rather than at its deadline, where it would find the row PAID anyway.
+ * that it settles now (OrderPaid) rather than when its timer fires, where it would find the row PAID anyway.
  */
 export function paymentHandler(deps: AppDeps) {
   const { pool, workflows, log } = deps;
@@ -105,7 +105,7 @@ export function paymentHandler(deps: AppDeps) {
     }
     if ('error' in result) return reply(ctx, result.error, { orderId });
     log.info({ orderId, paymentId: payment.paymentId }, 'payment accepted');
-    workflows.signalPaid(orderId, payment).catch((err: unknown) => log.warn({ err: (err as Error).message, orderId }, 'paid signal not delivered; the workflow settles at its deadline'));
+    workflows.signalPaid(orderId, payment).catch((err: unknown) => log.warn({ err: (err as Error).message, orderId }, 'paid signal not delivered; the workflow settles when its timer fires'));
     ctx.body = { orderId, status: 'PAID', paymentId: result.paymentId };
   };
 }

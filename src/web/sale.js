@@ -167,8 +167,15 @@ async function follow(orderId) {
       if (order.status === 'EXPIRED') return say('expired', 'Expired — the payment window closed and the unit went back on sale');
       if (order.status === 'REJECTED') return say('rejected', 'Rejected — the order could not be placed; nothing was charged');
       const left = Date.parse(order.paymentDeadline) - serverNow();
-      say('reserved', `Reserved — pay by ${clockTime(order.paymentDeadline)} (${duration(left)} left)`);
-      await sleep(Math.min(delayMs, Math.max(250, left)));
+      if (left > 0) {
+        say('reserved', `Reserved — pay by ${clockTime(order.paymentDeadline)} (${duration(left)} left)`);
+        await sleep(Math.min(delayMs, Math.max(250, left)));
+      } else {
+        // No payment is taken past the deadline; the order turns EXPIRED once its workflow settles it, which
+        // may be up to a window later in a backlog: keep backing off meanwhile.
+        say('closing', 'Payment window closed — the unit goes back on sale shortly');
+        await sleep(delayMs);
+      }
     } else if (res.status === 429 || res.status === 503) {
       const wait = retryAfterS(res);
       say(res.status === 429 ? 'rate-limited' : 'unavailable', res.status === 429 ? `Too many requests: retrying in ${wait} s` : `The shop is busy: retrying in ${wait} s`);

@@ -114,3 +114,45 @@ test('malformed paid signals neither fail nor block the order; one with a paymen
     ]),
   );
 }, 60_000);
+
+test('a workflow first run after a queue wait takes no payment past the deadline, and settles one window after its start', async () => {
+  const windowMs = 4000;
+  const queueWaitMs = 2000;
+  const sale = await createTestSale(clients, { quantities: [1], priceMinor: PRICE, paymentWindowMs: windowMs });
+  const order: OrderInput = {
+    orderId: randomUUID(),
+    saleId: sale.saleId,
+    itemId: sale.items[0].itemId,
+    userId: `late-${randomUUID().slice(0, 8)}`,
+    priceMinor: PRICE,
+    paymentWindowMs: windowMs,
+    // The 202 was answered queueWaitMs ago: the deadline comes queueWaitMs before a window from the start.
+    reservedAtMs: Date.now() - queueWaitMs,
+  };
+  const deadlineMs = order.reservedAtMs + windowMs;
+  expect((await clients.store.reserve(order)).kind).toBe('RESERVED');
+  const startedAtMs = Date.now();
+  await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
+  const handle = temporal.workflow.getHandle(order.orderId);
+
+  // Past the deadline, before the wake-up: the payment is refused (PostgreSQL's word) and the order waits on.
+  await sleep(deadlineMs + 500 - Date.now());
+  const paymentId = `pay-${order.orderId}`;
+  await handle.signal(paidSignal, { paymentId, amount: PRICE });
+  await sleep(300);
+  expect((await handle.describe()).status.name).toBe('RUNNING');
+  expect((await findOrder(clients.pool, order.orderId))?.status).toBe('PENDING');
+
+  const { results, audit } = await settle(sale.saleId, [order]);
+  expect(results).toEqual(['COMPLETED']);
+  expect(audit.ok).toBe(true);
+  expect((await findOrder(clients.pool, order.orderId))?.status).toBe('EXPIRED');
+  const history = await handle.fetchHistory();
+  expect(history.events?.some((e) => e.timerStartedEventAttributes)).toBe(true); // it ran before its deadline
+  const closedAtMs = (await handle.describe()).closeTime?.getTime() ?? 0;
+  expect(closedAtMs).toBeGreaterThanOrEqual(startedAtMs + windowMs);
+
+  const events = uniqueEvents(await tap.collect([order.orderId], { until: (es) => es.some((e) => e.type === 'OrderExpired') && es.some((e) => e.type === 'PaymentRefundRequired') }));
+  expect(events.map((e) => e.type).sort()).toEqual(['OrderExpired', 'OrderPlaced', 'PaymentRefundRequired']);
+  expect(events.find((e) => e.type === 'PaymentRefundRequired')).toMatchObject({ paymentId, amount: PRICE, reason: 'PAYMENT_WINDOW_CLOSED' });
+}, 60_000);
