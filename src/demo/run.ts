@@ -106,7 +106,7 @@ export interface DemoResult {
    * the presses answered by then, and the CPU ms each part of the machine spent meanwhile. `crowd` is the demo
    * process itself (load generator and payment service).
    */
-  stampede: { ms: number; answered: number; cpuMs: Record<(typeof STAMPEDE_PARTS)[number], number> };
+  stampede: { ms: number; answered: number; cpuMs: Record<(typeof MACHINE_PARTS)[number], number> };
   drain: DrainFigures;
   workflowTasks: WorkflowTaskFigures;
   finalCounts: Record<string, number>;
@@ -155,15 +155,15 @@ export interface WorkflowTaskFigures {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const STAMPEDE_SAMPLE_MS = 250;
-const STAMPEDE_PARTS = ['crowd', 'api', 'redis', 'temporal', 'worker', 'postgres'] as const;
-type StackCpu = Record<(typeof STAMPEDE_PARTS)[number], number> & { atMs: number };
+const MACHINE_PARTS = ['crowd', 'api', 'redis', 'temporal', 'worker', 'postgres'] as const;
+type StackCpu = Record<(typeof MACHINE_PARTS)[number], number> & { atMs: number };
 const { WorkflowTaskFailedCause } = proto.api.enums.v1;
 
-const withMax = (values: number[]): LatencyWithMax => ({ ...latencySummary(values), max: Math.round(Math.max(0, ...values)) });
+const withMax = (values: number[]): LatencyWithMax => ({ ...latencySummary(values), max: Math.round(values.reduce((m, v) => Math.max(m, v), 0)) });
 
-/** @returns per-order CPU ms of the stack's parts between two snapshots of treeCpuMs */
+/** @returns per-order CPU ms of Temporal, the worker and PostgreSQL between two snapshots of the machine's CPU */
 function perOrder(before: StackCpu, after: StackCpu, orders: number) {
-  type Part = (typeof STAMPEDE_PARTS)[number];
+  type Part = (typeof MACHINE_PARTS)[number];
   const per = (k: Part) => Math.round(((after[k] - before[k]) / Math.max(1, orders)) * 100) / 100;
   const temporal = per('temporal');
   const worker = per('worker');
@@ -512,7 +512,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       stampede: {
         ms: atLast202.atMs - cpuAtStart.atMs,
         answered: wave1.filter((r) => r.answeredAtMs <= atLast202.atMs).length,
-        cpuMs: Object.fromEntries(STAMPEDE_PARTS.map((k) => [k, Math.round(atLast202[k] - cpuAtStart[k])])) as Record<(typeof STAMPEDE_PARTS)[number], number>,
+        cpuMs: Object.fromEntries(MACHINE_PARTS.map((k) => [k, Math.round(atLast202[k] - cpuAtStart[k])])) as Record<(typeof MACHINE_PARTS)[number], number>,
       },
       workflowTasks: { ...taskMetrics, ...histories },
       finalCounts: { units: totalUnits, ...finalCounts },
