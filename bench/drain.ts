@@ -27,7 +27,7 @@ import { createRedis, ReservationStore, saleKeys } from '../src/reservations';
 import { createSale, loadSale } from '../src/sales';
 import { connectTemporal, startOrderWorkflow } from '../src/temporal';
 import { paidSignal } from '../src/workflows/definitions';
-import { stackPid, treeCpuMs } from '../src/procCpu';
+import { stackPid, treesCpuMs } from '../src/procCpu';
 import { counter } from '../src/promText';
 import { appendResult } from '../src/benchResults';
 
@@ -57,23 +57,22 @@ export interface KindFigures {
 
 /** Runs `work` (which starts `count` workflows of one kind) and measures until none of them runs any more. */
 async function measure(temporal: Client, query: string, count: number, worker: { pid: number; metrics: string }, work: () => Promise<string[]>) {
-  const workerPid = worker.pid;
   const scrape = async () => {
     const text = await (await fetch(worker.metrics)).text();
     return { misses: counter(text, 'temporal_sticky_cache_miss'), evictions: counter(text, 'temporal_sticky_cache_total_forced_eviction') };
   };
   const cacheBefore = await scrape();
-  const temporalPid = stackPid('temporal/temporal.pid');
-  const postgresPid = stackPid('pg/data/postmaster.pid');
-  const before = { temporal: treeCpuMs(temporalPid), worker: treeCpuMs(workerPid), postgres: treeCpuMs(postgresPid) };
+  const roots = { temporal: stackPid('temporal/temporal.pid'), worker: worker.pid, postgres: stackPid('pg/data/postmaster.pid') };
+  const before = treesCpuMs(roots);
   const t0 = Date.now();
   const ids = await work();
   while ((await temporal.workflow.count(`${query} AND ExecutionStatus = "Running"`)).count > 0) await new Promise((r) => setTimeout(r, 250));
   const seconds = (Date.now() - t0) / 1000;
   const per = (ms: number) => Math.round((ms / count) * 100) / 100;
-  const temporalCpuMs = per(treeCpuMs(temporalPid) - before.temporal);
-  const workerCpuMs = per(treeCpuMs(workerPid) - before.worker);
-  const postgresCpuMs = per(treeCpuMs(postgresPid) - before.postgres);
+  const after = treesCpuMs(roots);
+  const temporalCpuMs = per(after.temporal - before.temporal);
+  const workerCpuMs = per(after.worker - before.worker);
+  const postgresCpuMs = per(after.postgres - before.postgres);
   const cacheAfter = await scrape();
   // Histories are read after the CPU figures, so reading them is not charged to the workflows.
   let tasks = 0;

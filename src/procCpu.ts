@@ -53,11 +53,6 @@ export function treesCpuMs<K extends string>(roots: Record<K, number>): Record<K
   return Object.fromEntries(Object.entries<number>(roots).map(([name, pid]) => [name, visit(pid)])) as Record<K, number>;
 }
 
-/** @returns CPU ms spent so far by the process tree rooted at pid (see treesCpuMs) */
-export function treeCpuMs(pid: number): number {
-  return treesCpuMs({ tree: pid }).tree;
-}
-
 /**
  * The pid a service of scripts/services.sh recorded (first line of its pid file under .local).
  * @param file e.g. 'temporal/temporal.pid', 'pg/data/postmaster.pid'
