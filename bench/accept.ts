@@ -5,10 +5,11 @@
  * concurrency) as the baseline, once with Redis' `appendfsync always` (the stack's default, a durable 202)
  * and once with `everysec`, switched with CONFIG SET and put back afterwards. For each it prints accepted 202s
  * per second against reservations per second (the ratio), latency, the time to the last 202, and the start
- * queue's drain: the time until the last order's workflow was started (Temporal's pace). Orders use a 1 s
- * payment window; each mode waits for the worker to end its orders before the next one is measured. N presses on a sale not yet
- * open (403, nothing written) warm the API first. Appends a JSON line to
- * reports/bench.jsonl. Asserts nothing.
+ * queue's drain: the time until the last order's workflow was started (Temporal's pace), and where the HTTP
+ * run's CPU went: µs per accepted purchase for the crowd (this process), the API, Redis, Temporal, the worker
+ * and PostgreSQL, read from /proc. Orders use a 1 s payment window; each mode waits for the worker to end its
+ * orders before the next one is measured. N presses on a sale not yet open (403, nothing written) warm the API
+ * first. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
  *
  * Options (environment): BENCH_ACCEPT_ORDERS (3000 per mode), BENCH_ACCEPT_CONCURRENCY (100).
  */
@@ -25,6 +26,7 @@ import { createRedis, ReservationStore, saleKeys } from '../src/reservations';
 import { createSale, loadSale } from '../src/sales';
 import { connectTemporal } from '../src/temporal';
 import { appendResult } from '../src/benchResults';
+import { stackPid, treesCpuMs } from '../src/procCpu';
 
 const ORDERS = Number(process.env.BENCH_ACCEPT_ORDERS ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_ACCEPT_CONCURRENCY ?? 100);
@@ -42,7 +44,11 @@ export interface AcceptFigures {
   /** From the first press until the start queue was empty (the last workflow started), ±50 ms. */
   msToLastStarted: number;
   startsPerS: number;
+  /** CPU µs per accepted purchase during the HTTP run, per part of the machine (from /proc; crowd = this process). */
+  cpuUsPer202: Record<(typeof PARTS)[number], number>;
 }
+
+const PARTS = ['crowd', 'api', 'redis', 'temporal', 'worker', 'postgres'] as const;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -85,6 +91,17 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
     const baseUrl = `http://${config.API_HOST}:${config.API_PORT}`;
     const sign = createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 3_600_000 });
     const figures: AcceptFigures[] = [];
+    const roots = {
+      api: children[0].process.pid as number,
+      worker: children[1].process.pid as number,
+      redis: stackPid('redis/redis.pid'),
+      temporal: stackPid('temporal/temporal.pid'),
+      postgres: stackPid('pg/data/postmaster.pid'),
+    };
+    const cpuNow = (): Record<(typeof PARTS)[number], number> => {
+      const own = process.cpuUsage();
+      return { crowd: (own.user + own.system) / 1000, ...treesCpuMs(roots) };
+    };
     // Presses on a sale that has not started, each refused 403 (nothing written), so that both measured runs
     // meet a warm API (JIT, connections, token checks) and no earlier orders' workflows run meanwhile.
     const later = await createSale(pool, {
@@ -128,8 +145,10 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
         return Date.now() - firstPress;
       })();
       const gate = await saleGateOf(baseUrl, ours.saleId, Date.now() + 10_000);
+      const cpuBefore = cpuNow();
       const httpRun = await timed(() => pressAll({ baseUrl, presses, gate, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 }));
       pressing = false;
+      const cpuAfter = cpuNow();
       const accepted = httpRun.value.filter((r) => r.status === 202);
       if (accepted.length !== ORDERS) throw new Error(`expected ${ORDERS} × 202, got ${accepted.length}`);
       const latencies = accepted.map((r) => r.latencyMs).sort((a, b) => a - b);
@@ -147,6 +166,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
         msToLast202: Math.max(...accepted.map((r) => r.answeredAtMs)) - firstPress,
         msToLastStarted,
         startsPerS: Math.round(ORDERS / (msToLastStarted / 1000)),
+        cpuUsPer202: Object.fromEntries(PARTS.map((k) => [k, Math.round(((cpuAfter[k] - cpuBefore[k]) * 1000) / ORDERS)])) as AcceptFigures['cpuUsPer202'],
       });
       // Every order expires after its 1 s window: the next mode starts once the worker has ended them all, so
       // that neither mode is measured beside the other's drain.
@@ -164,7 +184,10 @@ if (require.main === module) {
   benchAccept().then(
     (figures) => {
       console.log(`\naccepting path: ${ORDERS} distinct buyers over HTTP (API with its starter, worker) vs the Redis reservation alone, ${CONCURRENCY} in flight`);
-      console.table(Object.fromEntries(figures.map((f) => [`appendfsync ${f.appendfsync}`, f])));
+      const rates = (f: AcceptFigures) => Object.fromEntries(Object.entries(f).filter(([key]) => key !== 'cpuUsPer202'));
+      console.table(Object.fromEntries(figures.map((f) => [`appendfsync ${f.appendfsync}`, rates(f)])));
+      console.log('CPU µs per accepted purchase during the HTTP run, by part of the machine (crowd = the bench process):');
+      console.table(Object.fromEntries(figures.map((f) => [`appendfsync ${f.appendfsync}`, f.cpuUsPer202])));
       appendResult('accept', { concurrency: CONCURRENCY, modes: figures });
     },
     (err) => {
