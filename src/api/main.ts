@@ -37,8 +37,11 @@ export interface RunningApi {
  */
 export async function startApi(config: Config, log: Logger = createLogger(config.LOG_LEVEL, 'api')): Promise<RunningApi> {
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
-  // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects.
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects. Auto-pipelining
+  // sends the reservations of one event-loop turn in one write: in bench/accept.ts the API's CPU per accepted
+  // purchase fell from 282 to 248 µs (appendfsync always) and Redis' from 114 to 74 µs, each write to an idle
+  // Redis having cost a syscall and its wake-up.
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 1, enableOfflineQueue: false, enableAutoPipelining: true });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   let workflows: OrderWorkflows;
   try {
