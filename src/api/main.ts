@@ -71,6 +71,8 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     saleIds: () => recentSales.ids(),
     taskBacklog: () => workflows.taskBacklog(),
     maxBacklog: config.STARTER_MAX_BACKLOG,
+    yieldAbovePerS: config.STARTER_YIELD_ABOVE_PER_S,
+    yieldMaxMs: config.STARTER_YIELD_MAX_MS,
     log,
     consumer: `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     maxInFlight: config.STARTER_MAX_IN_FLIGHT,

@@ -13,12 +13,16 @@
  *   workers take, starting more only lengthens the queue inside Temporal, where the orders' first tasks compete
  *   with the tasks that settle others (workflow tasks then outlast their timeout and are run again). Those
  *   orders wait in Redis instead, accepted and payable.
+ * - Acceptance first: while this process accepts orders faster than yieldAbovePerS (AcceptancePace), no
+ *   start is made, for at most yieldMaxMs in a row. The starts, their gRPC calls here and the first workflow
+ *   tasks they cause take CPU that the stampede's purchases need, and a queue filled faster than Temporal
+ *   starts drains no later for being started meanwhile; the orders are payable from the 202 on.
  * - Entries pending with any starter for claimIdleMs or more are claimed (XAUTOCLAIM): those of a process that
  *   died, and those that failed here. claimIdleMs exceeds a start's deadline, so a start still in flight
  *   elsewhere is not claimed; if one is, its second start finds the workflow and counts as started.
- * - Sales are polled one by one (each on its own key, as Redis Cluster requires): right away when this process
- *   has just reserved in the sale, else at an interval that doubles from 10 ms up to 1 s while a sale's queue
- *   stays empty. The sales are the recent ones (src/sales.ts recentSaleIds) plus those noticed here.
+ * - Sales are polled one by one (each on its own key, as Redis Cluster requires), at most POLL_BATCH per turn
+ *   and the busiest first: right away when this process has just reserved in the sale, else at an interval
+ *   that doubles from 10 ms up to 1 s while a sale's queue stays empty. The sales are the recent ones (src/sales.ts recentSaleIds) plus those noticed here.
  */
 import type { OrderInput } from '../domain';
 import type { Logger } from '../logger';
@@ -37,6 +41,10 @@ export interface StarterDeps {
   taskBacklog(): Promise<number>;
   /** At most this many minus taskBacklog() starts are made until the next reading. */
   maxBacklog: number;
+  /** Orders/s accepted here above which starts wait (0: they never do); see AcceptancePace. */
+  yieldAbovePerS: number;
+  /** Starts wait for the acceptance at most this long in a row (ms). */
+  yieldMaxMs: number;
   log: Logger;
   /** This process's name in the consumer group; unique per process. */
   consumer: string;
@@ -51,11 +59,60 @@ export interface StarterDeps {
 const MIN_POLL_MS = 10;
 const BACKLOG_CHECK_MS = 1000;
 const MAX_POLL_MS = 1000;
+/** Sales polled per turn of the loop (each poll is one or two Redis round trips). */
+const POLL_BATCH = 10;
 const BACKOFF_START_MS = 100;
 const BACKOFF_MAX_MS = 5000;
 /** A queue whose oldest entry waits longer than this is logged as behind, at most once per LAG_LOG_MS. */
 const LAG_WARN_MS = 10_000;
 const LAG_LOG_MS = 10_000;
+
+/** The span over which AcceptancePace measures the pace of acceptance. */
+const PACE_WINDOW_MS = 250;
+
+/**
+ * The pace at which this process accepts orders, as the starter's reason to wait: hot while the current or the
+ * previous PACE_WINDOW_MS window saw at least abovePerS orders per second. Starts wait while it is hot, but for
+ * at most maxMs in a row; past that they go on until the pace has once dropped below abovePerS. Times in ms.
+ */
+export class AcceptancePace {
+  private windowStart = -Infinity;
+  private count = 0;
+  private previousPerS = 0;
+  private hotSince: number | undefined;
+
+  /** @param abovePerS orders/s; 0 never waits */
+  constructor(
+    private readonly abovePerS: number,
+    private readonly maxMs: number,
+  ) {}
+
+  /** Counts one order accepted at `now`. */
+  accepted(now: number): void {
+    this.roll(now);
+    this.count += 1;
+  }
+
+  /** @returns 'wait' while hot (for at most maxMs in a row), 'overdue' while hot beyond that, else 'go' */
+  at(now: number): 'go' | 'wait' | 'overdue' {
+    this.roll(now);
+    const hot = this.abovePerS > 0 && Math.max(this.previousPerS, (this.count * 1000) / PACE_WINDOW_MS) >= this.abovePerS;
+    if (!hot) {
+      this.hotSince = undefined;
+      return 'go';
+    }
+    this.hotSince ??= now;
+    return now - this.hotSince < this.maxMs ? 'wait' : 'overdue';
+  }
+
+  private roll(now: number): void {
+    if (now - this.windowStart < PACE_WINDOW_MS) return;
+    // A window that ended a whole window ago was followed by one without a single order.
+    this.previousPerS = now - this.windowStart < 2 * PACE_WINDOW_MS ? (this.count * 1000) / PACE_WINDOW_MS : 0;
+    this.windowStart = now;
+    this.count = 0;
+  }
+}
 
 /** @returns the back-off class of a start's error (Temporal's gRPC status, as the client thread reports it) */
 export function classify(err: unknown): StartFailure {
@@ -95,8 +152,12 @@ export class Starter {
   /** Starts still allowed until the next backlog reading. */
   private budget = 0;
   private lastReadError = 0;
+  private readonly pace: AcceptancePace;
+  private paceWas: 'go' | 'wait' | 'overdue' = 'go';
 
-  constructor(private readonly deps: StarterDeps) {}
+  constructor(private readonly deps: StarterDeps) {
+    this.pace = new AcceptancePace(deps.yieldAbovePerS, deps.yieldMaxMs);
+  }
 
   /** Starts the loop (idempotent). */
   start(): void {
@@ -106,18 +167,19 @@ export class Starter {
   }
 
   /**
-   * Says that this process has just appended to the sale's queue: poll it soon (at most every MIN_POLL_MS, so a
+   * Says that this process has just accepted an order (appended to the sale's queue), which counts toward the
+   * pace of acceptance: poll it soon (at most every MIN_POLL_MS, so a
    * stampede's reservations cost one read per poll, not one each). Wakes the loop only out of an idle sleep
    * that would last longer; a loop waiting for a free slot or paused by the back-off is left alone.
    */
   notice(saleId: number): void {
+    this.pace.accepted(Date.now());
     if (!this.sales.has(saleId)) this.noticed.add(saleId);
     const state = this.stateOf(saleId);
     state.intervalMs = MIN_POLL_MS;
-    const at = Math.max(Date.now(), state.lastPollAt + MIN_POLL_MS);
-    if (at >= state.nextPollAt) return;
-    state.nextPollAt = at;
-    if (at < this.idleUntil) this.wake?.();
+    state.nextPollAt = Math.min(state.nextPollAt, Math.max(Date.now(), state.lastPollAt + MIN_POLL_MS));
+    // A sale seen for the first time is due at once (nextPollAt 0) while the loop may sleep for a second.
+    if (state.nextPollAt < this.idleUntil) this.wake?.();
   }
 
   /**
@@ -186,6 +248,10 @@ export class Starter {
         await this.sleep(Infinity, false);
         continue;
       }
+      if (this.yieldsToAcceptance(now)) {
+        await this.sleep(PACE_WINDOW_MS, false);
+        continue;
+      }
       if (await this.waitForWorkers(now)) {
         await this.sleep(this.nextBacklogCheck - Date.now(), false);
         continue;
@@ -224,9 +290,16 @@ export class Starter {
     for (const saleId of saleIds) this.stateOf(saleId);
   }
 
-  /** Reads (and every claimIdleMs/2, claims) entries of each sale whose poll is due, for the free slots. */
+  /**
+   * Reads (and every claimIdleMs/2, claims) entries of up to POLL_BATCH sales whose poll is due, for the free
+   * slots: the busiest first (shortest interval), then the longest overdue, so that a sale being sold waits
+   * for at most POLL_BATCH others however many recent sales there are.
+   */
   private async pollDue(now: number): Promise<void> {
-    const due = [...this.sales].filter(([, s]) => s.nextPollAt <= now).sort(([, a], [, b]) => a.nextPollAt - b.nextPollAt);
+    const due = [...this.sales]
+      .filter(([, s]) => s.nextPollAt <= now)
+      .sort(([, a], [, b]) => a.intervalMs - b.intervalMs || a.nextPollAt - b.nextPollAt)
+      .slice(0, POLL_BATCH);
     for (const [saleId, state] of due) {
       const free = Math.min(this.deps.maxInFlight - this.inFlight.size, this.budget);
       if (free <= 0 || !this.running || Date.now() < this.pausedUntil) return;
@@ -269,6 +342,18 @@ export class Starter {
       this.budget = Math.max(0, this.deps.maxBacklog - tasks);
     }
     return this.budget <= 0;
+  }
+
+  /** @returns whether starts wait for the acceptance now; logs when that begins and when it has lasted yieldMaxMs */
+  private yieldsToAcceptance(now: number): boolean {
+    const pace = this.pace.at(now);
+    if (pace !== this.paceWas) {
+      const fields = { yieldAbovePerS: this.deps.yieldAbovePerS, yieldMaxMs: this.deps.yieldMaxMs };
+      if (pace === 'wait') this.deps.log.info(fields, 'starts wait: this process accepts orders faster than STARTER_YIELD_ABOVE_PER_S');
+      if (pace === 'overdue') this.deps.log.info(fields, 'starts go on: the acceptance has kept its pace for STARTER_YIELD_MAX_MS');
+      this.paceWas = pace;
+    }
+    return pace === 'wait';
   }
 
   /** Pauses reading; the starts that fail during a pause do not lengthen it (one step per round). */
