@@ -410,8 +410,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         await Promise.all(inFlightPayments);
         const db = await dbCounts();
         const rows = Object.values(db).reduce((a, b) => a + b, 0);
-        // PostgreSQL turns final a moment before the workflow publishes its last event and completes.
-        if (rows >= expected && !db.PENDING) {
+        // PostgreSQL turns final a moment before the workflow publishes its last event and completes, and the
+        // payment route stores (and settles) orders whose workflow is still in the start queue.
+        if (rows >= expected && !db.PENDING && (await queued()) === 0) {
           const running = await temporal.workflow.count(`SaleId = ${sale.saleId} AND ExecutionStatus = "Running"`);
           if (running.count === 0) return;
         }
