@@ -88,6 +88,11 @@ export interface WaveSummary {
   latencySoldOutMs: ReturnType<typeof latencySummary>;
   accepted: number;
   msToLastAccepted: number | null;
+  /**
+   * To the 202 that sold the wave's last unit on offer (its units-th): later 202s, if any, resold units that
+   * came back meanwhile (an unpaid order's window ended during the wave). Null when they did not all sell.
+   */
+  msToSoldOut: number | null;
 }
 
 export interface DemoResult {
@@ -107,7 +112,7 @@ export interface DemoResult {
   /** Per attempt, from request to answer: the payment route (any status) and the `paid` signal. */
   paymentLatencyMs: { route: LatencyWithMax; signal: LatencyWithMax };
   /**
-   * Wave 1 from its first press to the CPU sample just after its last 202 (samples every STAMPEDE_SAMPLE_MS):
+   * Wave 1 from its first press to the CPU sample just after its sold-out 202 (msToSoldOut; samples every STAMPEDE_SAMPLE_MS):
    * the presses answered by then, and the CPU ms each part of the machine spent meanwhile. `crowd` is the demo
    * process itself (load generator and payment service).
    */
@@ -230,12 +235,13 @@ function shuffle<T>(list: T[]): T[] {
   return list;
 }
 
-function summarize(results: readonly PressResult[], startMs: number, endMs: number, saleStartMs: number): WaveSummary {
+function summarize(results: readonly PressResult[], startMs: number, endMs: number, saleStartMs: number, units: number): WaveSummary {
   const statusCounts: Record<string, number> = {};
   for (const r of results) statusCounts[r.status || 'network error'] = (statusCounts[r.status || 'network error'] ?? 0) + 1;
   const accepted = results.filter((r) => r.status === 202);
   const durationMs = Math.max(1, endMs - startMs);
   const lastAnswer = results.reduce((m, r) => Math.max(m, r.answeredAtMs), startMs);
+  const acceptedAt = accepted.map((r) => r.answeredAtMs).sort((a, b) => a - b);
   return {
     requests: results.length,
     durationMs,
@@ -245,7 +251,8 @@ function summarize(results: readonly PressResult[], startMs: number, endMs: numb
     latencyAcceptedMs: latencySummary(accepted.map((r) => r.latencyMs)),
     latencySoldOutMs: latencySummary(results.filter((r) => r.status === 410).map((r) => r.latencyMs)),
     accepted: accepted.length,
-    msToLastAccepted: accepted.length ? Math.max(...accepted.map((r) => r.answeredAtMs)) - saleStartMs : null,
+    msToLastAccepted: acceptedAt.length ? acceptedAt[acceptedAt.length - 1] - saleStartMs : null,
+    msToSoldOut: units > 0 && acceptedAt.length >= units ? acceptedAt[units - 1] - saleStartMs : null,
   };
 }
 
@@ -456,9 +463,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const gate = await saleGateOf(baseUrl, sale.saleId, hardStopMs);
     const wave1 = await pressAll({ baseUrl, presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare, 0.5) }).finally(() => clearInterval(sampling));
     stampedeSamples.push(stackCpu());
-    const wave1Summary = summarize(wave1, wave1Start, Date.now(), saleStartMs);
-    const last202AtMs = saleStartMs + (wave1Summary.msToLastAccepted ?? 0);
-    const atLast202 = stampedeSamples.find((c) => c.atMs >= last202AtMs) ?? stampedeSamples[stampedeSamples.length - 1];
+    const wave1Summary = summarize(wave1, wave1Start, Date.now(), saleStartMs, totalUnits);
+    const soldOutAtMs = saleStartMs + (wave1Summary.msToSoldOut ?? wave1Summary.msToLastAccepted ?? 0);
+    const atSoldOut = stampedeSamples.find((c) => c.atMs >= soldOutAtMs) ?? stampedeSamples[stampedeSamples.length - 1];
     const wave1Accepted = accepted.length;
     print(`wave 1 done: ${wave1Accepted} accepted; waiting for their workflows, payments and expiries…`);
     const wave1LastStartedMs = (await lastStarted()) - saleStartMs;
@@ -479,7 +486,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const wave2Presses = shuffle(wave2Tokens.map((token, i) => ({ token, buyer: `late-${runTag}-${i}`, itemId: itemIds[i % itemIds.length] })));
     const wave2Start = Date.now();
     const wave2 = await pressAll({ baseUrl, presses: wave2Presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(1, 0) });
-    const wave2Summary = summarize(wave2, wave2Start, Date.now(), wave2Start);
+    const wave2Summary = summarize(wave2, wave2Start, Date.now(), wave2Start, unitsBack);
     await waitAllFinal(accepted.length);
     clearInterval(progress);
     // Kept beside the report: every Core metric of the worker's run, for what the report does not summarize.
@@ -517,9 +524,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         }),
       },
       stampede: {
-        ms: atLast202.atMs - cpuAtStart.atMs,
-        answered: wave1.filter((r) => r.answeredAtMs <= atLast202.atMs).length,
-        cpuMs: Object.fromEntries(MACHINE_PARTS.map((k) => [k, Math.round(atLast202[k] - cpuAtStart[k])])) as Record<(typeof MACHINE_PARTS)[number], number>,
+        ms: atSoldOut.atMs - cpuAtStart.atMs,
+        answered: wave1.filter((r) => r.answeredAtMs <= atSoldOut.atMs).length,
+        cpuMs: Object.fromEntries(MACHINE_PARTS.map((k) => [k, Math.round(atSoldOut[k] - cpuAtStart[k])])) as Record<(typeof MACHINE_PARTS)[number], number>,
       },
       workflowTasks: { ...taskMetrics, ...histories },
       finalCounts: { units: totalUnits, ...finalCounts },
@@ -549,22 +556,22 @@ export function renderMarkdown(r: DemoResult): string {
   const waveRow = (name: string, w: WaveSummary) =>
     `| ${name} | ${w.requests} | ${w.offeredRate} | ${w.servedRate} | ${Object.entries(w.statusCounts)
       .map(([s, n]) => `${s}: ${n}`)
-      .join(', ')} | ${w.latencyAcceptedMs.p50} / ${w.latencyAcceptedMs.p95} / ${w.latencyAcceptedMs.p99} | ${w.latencySoldOutMs.p50} / ${w.latencySoldOutMs.p95} / ${w.latencySoldOutMs.p99} | ${w.msToLastAccepted ?? '-'} |`;
+      .join(', ')} | ${w.latencyAcceptedMs.p50} / ${w.latencyAcceptedMs.p95} / ${w.latencyAcceptedMs.p99} | ${w.latencySoldOutMs.p50} / ${w.latencySoldOutMs.p95} / ${w.latencySoldOutMs.p99} | ${w.msToSoldOut ?? '-'} | ${w.msToLastAccepted ?? '-'} |`;
   return [
     `# Flash sale demo — sale ${r.saleId}`,
     '',
     `Machine: ${r.machine.cores} cores, Node ${r.machine.node}. Buyers: ${r.options.buyers} + ${r.options.secondWaveBuyers}; units: ${r.options.items} × ${r.options.quantity}; payment window ${r.options.paymentWindowMs} ms.`,
     '',
-    '| wave | requests | offered req/s | served req/s | statuses | 202 latency p50/p95/p99 ms | 410 latency p50/p95/p99 ms | ms to last 202 |',
-    '|---|---|---|---|---|---|---|---|',
+    '| wave | requests | offered req/s | served req/s | statuses | 202 latency p50/p95/p99 ms | 410 latency p50/p95/p99 ms | ms to sold out | ms to last 202 |',
+    '|---|---|---|---|---|---|---|---|---|',
     waveRow('1 (stampede)', r.waves[0]),
     waveRow('2 (units back)', r.waves[1]),
     '',
     `Stages: setup ${(r.stagesMs.setup / 1000).toFixed(1)} s → sale until every order settled ${(r.stagesMs.sale / 1000).toFixed(1)} s → audit and history scan ${(r.stagesMs.checks / 1000).toFixed(1)} s (whole run ${((r.stagesMs.setup + r.stagesMs.sale + r.stagesMs.checks) / 1000).toFixed(1)} s, without the shell's install and service checks).`,
     '',
-    `Wave 1, from the sale's start: last 202 ${r.waves[0].msToLastAccepted ?? '-'} ms → last workflow started ${r.msFromStartToLastStarted} ms → last order persisted ${r.msFromStartToLastPersisted ?? '-'} ms. A 202 is answered once Redis holds the reservation and its start queue entry; the starter starts the workflows at Temporal's pace.`,
+    `Wave 1, from the sale's start: sold out (the ${r.finalCounts.units}th 202) ${r.waves[0].msToSoldOut ?? '-'} ms, last 202 ${r.waves[0].msToLastAccepted ?? '-'} ms (later 202s resold units whose payment window ended during the wave) → last workflow started ${r.msFromStartToLastStarted} ms → last order persisted ${r.msFromStartToLastPersisted ?? '-'} ms. A 202 is answered once Redis holds the reservation and its start queue entry; the starter starts the workflows at Temporal's pace.`,
     '',
-    `Stampede, first press → the CPU sample after the last 202 (${st.ms} ms, ${st.answered} presses answered): CPU ms ${Object.entries(st.cpuMs)
+    `Stampede, first press → the CPU sample after the sold-out 202 (${st.ms} ms, ${st.answered} presses answered): CPU ms ${Object.entries(st.cpuMs)
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}; ${Math.round((Object.values(st.cpuMs).reduce((a, b) => a + b, 0) / Math.max(1, st.ms)) * 100) / 100} of ${r.machine.cores} cores busy.`,
     '',
