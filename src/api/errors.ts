@@ -81,8 +81,9 @@ export function clientErrorResponse(err: { code?: unknown }): string {
 
 const PG_CONNECTION_LOST = /^(Connection terminated|timeout exceeded when trying to connect)/;
 // ioredis without its offline queue (the API's client) refuses a command at once while disconnected, and fails
-// one in flight when the connection drops, by message only.
-const REDIS_DISCONNECTED = /^(Stream isn't writeable and enableOfflineQueue options is false|Connection is closed\.)/;
+// one in flight when the connection drops, by message only; an auto-pipelined batch that the drop cut short
+// fails its unanswered commands with "Command aborted due to connection close".
+const REDIS_DISCONNECTED = /^(Stream isn't writeable and enableOfflineQueue options is false|Connection is closed\.|Command aborted due to connection close)/;
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P03']);
 
