@@ -99,11 +99,12 @@ const schema = z
     /** The starter starts nothing while more workflow tasks than this wait for a worker on the task queue. */
     STARTER_MAX_BACKLOG: z.coerce.number().int().min(1).max(1_000_000).default(200),
     /**
-     * The starter starts nothing while this API process accepts more orders per second than this (0: never
-     * waits), for at most STARTER_YIELD_MAX_MS in a row (src/api/starter.ts, AcceptancePace): about what a
-     * Temporal server on two cores starts per second, so a queue filling faster would not drain sooner.
+     * The starter starts nothing while this API process accepts this many orders per second or more (0: never
+     * waits; src/api/starter.ts, AcceptancePace): above the 110–200 starts/s a Temporal server on two cores
+     * takes at best, so a queue filled at that pace would not drain sooner for being started meanwhile.
      */
     STARTER_YIELD_ABOVE_PER_S: z.coerce.number().int().min(0).max(1_000_000).default(200),
+    /** The starter's starts wait for the acceptance at most this long in a row (ms). */
     STARTER_YIELD_MAX_MS: positiveMs(5000),
     /**
      * An accepted order left pending this long by a starter (one that died, or whose start failed) is claimed by

@@ -43,6 +43,28 @@ test('hot for longer than the span: starts go on until the pace has once dropped
   expect(pace.at(3600)).toBe('wait');
 });
 
+test('the first order after a quiet spell opens a window, so a burst is hot after abovePerS × window orders, wherever it begins', () => {
+  const pace = new AcceptancePace(100, 5000);
+  // Asked often while idle, as the starter's loop does: the windows it rolls hold nothing.
+  for (let t = 0; t <= 1200; t += 10) expect(pace.at(t)).toBe('go');
+  // 25 orders in 50 ms, 1,205 ms in: 100/s over a 250 ms window.
+  accept(pace, 25, 1205, 1255);
+  expect(pace.at(1255)).toBe('wait');
+});
+
+test('a whole window below the pace: starts go during it, and the next hot spell waits anew', () => {
+  const pace = new AcceptancePace(200, 1000);
+  accept(pace, 60, 0, 250);
+  expect(pace.at(250)).toBe('wait');
+  accept(pace, 300, 250, 1250);
+  expect(pace.at(1250)).toBe('overdue');
+  // 1,250–1,500 ms: 40 orders, 160/s; once that window is whole, starts go.
+  accept(pace, 40, 1250, 1500);
+  expect(pace.at(1501)).toBe('go');
+  accept(pace, 60, 1501, 1600);
+  expect(pace.at(1600)).toBe('wait');
+});
+
 test('a pace of 0 never waits', () => {
   const pace = new AcceptancePace(0, 5000);
   accept(pace, 10_000, 0, 100);

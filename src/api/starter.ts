@@ -13,7 +13,7 @@
  *   workers take, starting more only lengthens the queue inside Temporal, where the orders' first tasks compete
  *   with the tasks that settle others (workflow tasks then outlast their timeout and are run again). Those
  *   orders wait in Redis instead, accepted and payable.
- * - Acceptance first: while this process accepts orders faster than yieldAbovePerS (AcceptancePace), no
+ * - Acceptance first: while this process accepts orders at yieldAbovePerS or faster (AcceptancePace), no
  *   start is made, for at most yieldMaxMs in a row. The starts, their gRPC calls here and the first workflow
  *   tasks they cause take CPU that the stampede's purchases need, and a queue filled faster than Temporal
  *   starts drains no later for being started meanwhile; the orders are payable from the 202 on.
@@ -72,8 +72,10 @@ const PACE_WINDOW_MS = 250;
 
 /**
  * The pace at which this process accepts orders, as the starter's reason to wait: hot while the current or the
- * previous PACE_WINDOW_MS window saw at least abovePerS orders per second. Starts wait while it is hot, but for
- * at most maxMs in a row; past that they go on until the pace has once dropped below abovePerS. Times in ms.
+ * previous PACE_WINDOW_MS window saw at least abovePerS orders per second; the first order after a quiet spell
+ * opens a window. Starts wait while it is hot, but for at most maxMs in a row; past that they go on until a
+ * whole window has stayed below abovePerS (starts go during such a window too, and the next hot spell waits
+ * anew). Times in ms, from a monotonic clock (performance.now()).
  */
 export class AcceptancePace {
   private windowStart = -Infinity;
@@ -90,6 +92,7 @@ export class AcceptancePace {
   /** Counts one order accepted at `now`. */
   accepted(now: number): void {
     this.roll(now);
+    if (this.count === 0 && this.previousPerS === 0) this.windowStart = now;
     this.count += 1;
   }
 
@@ -173,7 +176,7 @@ export class Starter {
    * that would last longer; a loop waiting for a free slot or paused by the back-off is left alone.
    */
   notice(saleId: number): void {
-    this.pace.accepted(Date.now());
+    this.pace.accepted(performance.now());
     if (!this.sales.has(saleId)) this.noticed.add(saleId);
     const state = this.stateOf(saleId);
     state.intervalMs = MIN_POLL_MS;
@@ -248,7 +251,7 @@ export class Starter {
         await this.sleep(Infinity, false);
         continue;
       }
-      if (this.yieldsToAcceptance(now)) {
+      if (this.yieldsToAcceptance()) {
         await this.sleep(PACE_WINDOW_MS, false);
         continue;
       }
@@ -345,11 +348,11 @@ export class Starter {
   }
 
   /** @returns whether starts wait for the acceptance now; logs when that begins and when it has lasted yieldMaxMs */
-  private yieldsToAcceptance(now: number): boolean {
-    const pace = this.pace.at(now);
+  private yieldsToAcceptance(): boolean {
+    const pace = this.pace.at(performance.now());
     if (pace !== this.paceWas) {
       const fields = { yieldAbovePerS: this.deps.yieldAbovePerS, yieldMaxMs: this.deps.yieldMaxMs };
-      if (pace === 'wait') this.deps.log.info(fields, 'starts wait: this process accepts orders faster than STARTER_YIELD_ABOVE_PER_S');
+      if (pace === 'wait') this.deps.log.info(fields, 'starts wait: this process accepts orders at STARTER_YIELD_ABOVE_PER_S or faster');
       if (pace === 'overdue') this.deps.log.info(fields, 'starts go on: the acceptance has kept its pace for STARTER_YIELD_MAX_MS');
       this.paceWas = pace;
     }
