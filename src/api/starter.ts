@@ -22,7 +22,8 @@
  *   elsewhere is not claimed; if one is, its second start finds the workflow and counts as started.
  * - Sales are polled one by one (each on its own key, as Redis Cluster requires), at most POLL_BATCH per turn
  *   and the busiest first: right away when this process has just reserved in the sale, else at an interval
- *   that doubles from 10 ms up to 1 s while a sale's queue stays empty. The sales are the recent ones (src/sales.ts recentSaleIds) plus those noticed here.
+ *   that doubles from 10 ms up to 1 s while a sale's queue stays empty. The sales are the recent ones
+ *   (src/sales.ts recentSaleIds) plus those noticed here.
  */
 import type { OrderInput } from '../domain';
 import type { Logger } from '../logger';
@@ -41,7 +42,7 @@ export interface StarterDeps {
   taskBacklog(): Promise<number>;
   /** At most this many minus taskBacklog() starts are made until the next reading. */
   maxBacklog: number;
-  /** Orders/s accepted here above which starts wait (0: they never do); see AcceptancePace. */
+  /** Orders/s accepted here at or above which starts wait (0: they never do); see AcceptancePace. */
   yieldAbovePerS: number;
   /** Starts wait for the acceptance at most this long in a row (ms). */
   yieldMaxMs: number;
@@ -171,9 +172,9 @@ export class Starter {
 
   /**
    * Says that this process has just accepted an order (appended to the sale's queue), which counts toward the
-   * pace of acceptance: poll it soon (at most every MIN_POLL_MS, so a
-   * stampede's reservations cost one read per poll, not one each). Wakes the loop only out of an idle sleep
-   * that would last longer; a loop waiting for a free slot or paused by the back-off is left alone.
+   * pace of acceptance: poll the sale soon (at most every MIN_POLL_MS, so a stampede's reservations cost one
+   * read per poll, not one each). Wakes the loop only out of an idle sleep that would last longer; a loop
+   * waiting for a free slot, paused by the back-off or waiting for the acceptance is left alone.
    */
   notice(saleId: number): void {
     this.pace.accepted(performance.now());
