@@ -26,7 +26,7 @@ import { createRedis, ReservationStore, saleKeys } from '../src/reservations';
 import { createSale, loadSale } from '../src/sales';
 import { connectTemporal } from '../src/temporal';
 import { appendResult } from '../src/benchResults';
-import { stackPid, treesCpuMs } from '../src/procCpu';
+import { MACHINE_PARTS, machineCpu, type MachineCpu } from '../src/procCpu';
 
 const ORDERS = Number(process.env.BENCH_ACCEPT_ORDERS ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_ACCEPT_CONCURRENCY ?? 100);
@@ -45,10 +45,8 @@ export interface AcceptFigures {
   msToLastStarted: number;
   startsPerS: number;
   /** CPU µs per accepted purchase during the HTTP run, per part of the machine (from /proc; crowd = this process). */
-  cpuUsPer202: Record<(typeof PARTS)[number], number>;
+  cpuUsPer202: MachineCpu;
 }
-
-const PARTS = ['crowd', 'api', 'redis', 'temporal', 'worker', 'postgres'] as const;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -91,17 +89,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
     const baseUrl = `http://${config.API_HOST}:${config.API_PORT}`;
     const sign = createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 3_600_000 });
     const figures: AcceptFigures[] = [];
-    const roots = {
-      api: children[0].process.pid as number,
-      worker: children[1].process.pid as number,
-      redis: stackPid('redis/redis.pid'),
-      temporal: stackPid('temporal/temporal.pid'),
-      postgres: stackPid('pg/data/postmaster.pid'),
-    };
-    const cpuNow = (): Record<(typeof PARTS)[number], number> => {
-      const own = process.cpuUsage();
-      return { crowd: (own.user + own.system) / 1000, ...treesCpuMs(roots) };
-    };
+    const cpuNow = machineCpu({ api: children[0].process.pid as number, worker: children[1].process.pid as number });
     // Presses on a sale that has not started, each refused 403 (nothing written), so that both measured runs
     // meet a warm API (JIT, connections, token checks) and no earlier orders' workflows run meanwhile.
     const later = await createSale(pool, {
@@ -166,7 +154,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
         msToLast202: Math.max(...accepted.map((r) => r.answeredAtMs)) - firstPress,
         msToLastStarted,
         startsPerS: Math.round(ORDERS / (msToLastStarted / 1000)),
-        cpuUsPer202: Object.fromEntries(PARTS.map((k) => [k, Math.round(((cpuAfter[k] - cpuBefore[k]) * 1000) / ORDERS)])) as AcceptFigures['cpuUsPer202'],
+        cpuUsPer202: Object.fromEntries(MACHINE_PARTS.map((k) => [k, Math.round(((cpuAfter[k] - cpuBefore[k]) * 1000) / ORDERS)])) as MachineCpu,
       });
       // Every order expires after its 1 s window: the next mode starts once the worker has ended them all, so
       // that neither mode is measured beside the other's drain.

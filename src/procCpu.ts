@@ -61,3 +61,21 @@ export function treesCpuMs<K extends string>(roots: Record<K, number>): Record<K
 export function stackPid(file: string): number {
   return Number(readFileSync(join(ROOT, '.local', file), 'utf8').split('\n')[0]);
 }
+
+/** The parts of the machine a run's CPU is charged to; `crowd` is the calling process (the load generator). */
+export const MACHINE_PARTS = ['crowd', 'api', 'redis', 'temporal', 'worker', 'postgres'] as const;
+export type MachineCpu = Record<(typeof MACHINE_PARTS)[number], number>;
+
+/**
+ * @param pids the API's and the worker's process ids; the stack's Redis, Temporal and PostgreSQL are found from
+ *   their pid files
+ * @returns a reader of the CPU ms each part has spent so far (one pass over /proc per call)
+ * @throws when the stack is not up
+ */
+export function machineCpu(pids: { api: number; worker: number }): () => MachineCpu {
+  const roots = { ...pids, redis: stackPid('redis/redis.pid'), temporal: stackPid('temporal/temporal.pid'), postgres: stackPid('pg/data/postmaster.pid') };
+  return () => {
+    const own = process.cpuUsage();
+    return { crowd: (own.user + own.system) / 1000, ...treesCpuMs(roots) };
+  };
+}

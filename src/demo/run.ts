@@ -23,7 +23,7 @@ import { latestResult } from '../benchResults';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createKafka } from '../events';
-import { stackPid, treesCpuMs } from '../procCpu';
+import { MACHINE_PARTS, machineCpu, type MachineCpu } from '../procCpu';
 import { bucketQuantile, countAbove, counter, histogram } from '../promText';
 import { createRedis, ReservationStore, saleKeys } from '../reservations';
 import { createSale, loadSale } from '../sales';
@@ -165,8 +165,7 @@ export interface WorkflowTaskFigures {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const STAMPEDE_SAMPLE_MS = 250;
-const MACHINE_PARTS = ['crowd', 'api', 'redis', 'temporal', 'worker', 'postgres'] as const;
-type StackCpu = Record<(typeof MACHINE_PARTS)[number], number> & { atMs: number };
+type StackCpu = MachineCpu & { atMs: number };
 const { WorkflowTaskFailedCause } = proto.api.enums.v1;
 
 const withMax = (values: number[]): LatencyWithMax => ({ ...latencySummary(values), max: Math.round(values.reduce((m, v) => Math.max(m, v), 0)) });
@@ -445,17 +444,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     await sleep(Math.max(0, saleStartMs - Date.now()));
     print(`sale open: ${presses.length} presses from ${options.buyers} buyers`);
     const wave1Start = Date.now();
-    const roots = {
-      temporal: stackPid('temporal/temporal.pid'),
-      postgres: stackPid('pg/data/postmaster.pid'),
-      redis: stackPid('redis/redis.pid'),
-      api: children[0].process.pid as number,
-      worker: children[1].process.pid as number,
-    };
-    const stackCpu = (): StackCpu => {
-      const own = process.cpuUsage();
-      return { atMs: Date.now(), crowd: (own.user + own.system) / 1000, ...treesCpuMs(roots) };
-    };
+    const machine = machineCpu({ api: children[0].process.pid as number, worker: children[1].process.pid as number });
+    const stackCpu = (): StackCpu => ({ atMs: Date.now(), ...machine() });
     const cpuAtStart = stackCpu();
     // Sampled through the stampede, so that its cost up to the last 202 can be read afterwards.
     const stampedeSamples = [cpuAtStart];
@@ -496,7 +486,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 
     const settledMs = Date.now();
     print(`auditing, and reading ${accepted.length} order histories for workflow task timeouts and failures…`);
-    // Both only read, from different stores: side by side they take the longer one's time, not the sum.
+    // Both only read: side by side they take about the longer one's time, not the sum.
     const [audit, histories] = await Promise.all([
       auditSale({ pool, redis, store, temporal, kafka: createKafka(config, 'flash-sale-demo-audit'), topic: config.KAFKA_TOPIC }, sale.saleId, accepted),
       scanHistories(temporal, accepted),
