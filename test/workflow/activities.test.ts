@@ -221,3 +221,32 @@ test('payOrder and settleOrder on an order without a row fail non-retryably as O
     await expect(attempt()).rejects.toMatchObject({ type: 'ORDER_NOT_FOUND', nonRetryable: true });
   }
 });
+
+test('placeAndSettle: past the deadline, twice: stored then EXPIRED, sold back to where it was, the unit back once, OrderPlaced then OrderExpired; before it, only placed', async () => {
+  const sale = await createTestSale(clients, { quantities: [5] });
+  const late = await reserved(sale);
+  expect(await activities.placeAndSettle(late, passed(), Date.now())).toEqual({ status: 'EXPIRED' });
+  expect(await activities.placeAndSettle(late, passed(), Date.now())).toEqual({ status: 'EXPIRED' });
+  expect((await findOrder(clients.pool, late.orderId))?.status).toBe('EXPIRED');
+  expect(await sold(late.itemId)).toBe(0);
+  expect(await stock(late)).toBe(5);
+  expect(await eventTypes(late)).toEqual(['OrderPlaced', 'OrderExpired', 'OrderPlaced', 'OrderExpired']);
+
+  const early = await reserved(sale);
+  expect(await activities.placeAndSettle(early, ahead(), Date.now())).toEqual({ status: 'PENDING' });
+  expect((await findOrder(clients.pool, early.orderId))?.status).toBe('PENDING');
+  expect(await sold(early.itemId)).toBe(1);
+  expect(await stock(early)).toBe(4);
+  expect(await eventTypes(early)).toEqual(['OrderPlaced']);
+});
+
+test('placeAndSettle of an order the payment route stored and paid: PAID, its unit kept, OrderPlaced then OrderPaid', async () => {
+  const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
+  const order = await reserved(sale);
+  await persistOrder(clients.pool, order, new Date(ahead()));
+  expect(await payOrder(clients.pool, order.orderId, 'by-route', 700)).toEqual({ status: 'PAID', paymentId: 'by-route' });
+  expect(await activities.placeAndSettle(order, ahead(), Date.now() + 700_000)).toEqual({ status: 'PAID', paymentId: 'by-route' });
+  expect(await sold(order.itemId)).toBe(1);
+  expect(await stock(order)).toBe(4);
+  expect(await eventTypes(order)).toEqual(['OrderPlaced', 'OrderPaid']);
+});

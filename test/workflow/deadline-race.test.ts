@@ -156,3 +156,31 @@ test('a workflow first run after a queue wait takes no payment past the deadline
   expect(events.map((e) => e.type).sort()).toEqual(['OrderExpired', 'OrderPlaced', 'PaymentRefundRequired']);
   expect(events.find((e) => e.type === 'PaymentRefundRequired')).toMatchObject({ paymentId, amount: PRICE, reason: 'PAYMENT_WINDOW_CLOSED' });
 }, 60_000);
+
+test('a workflow first run after its deadline places and settles in one local activity: EXPIRED, no timer, one OrderPlaced then one OrderExpired, audit passes', async () => {
+  const windowMs = 1000;
+  const sale = await createTestSale(clients, { quantities: [1], priceMinor: PRICE, paymentWindowMs: windowMs });
+  const order: OrderInput = {
+    orderId: randomUUID(),
+    saleId: sale.saleId,
+    itemId: sale.items[0].itemId,
+    userId: `backlog-${randomUUID().slice(0, 8)}`,
+    priceMinor: PRICE,
+    paymentWindowMs: windowMs,
+    // The start waited in the queue longer than the window.
+    reservedAtMs: Date.now() - 3 * windowMs,
+  };
+  expect((await clients.store.reserve(order)).kind).toBe('RESERVED');
+  await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
+  const { results, audit } = await settle(sale.saleId, [order]);
+  expect(results).toEqual(['COMPLETED']);
+  expect(audit.ok).toBe(true);
+  expect((await findOrder(clients.pool, order.orderId))?.status).toBe('EXPIRED');
+
+  const history = (await temporal.workflow.getHandle(order.orderId).fetchHistory()).events ?? [];
+  expect(history.some((e) => e.timerStartedEventAttributes)).toBe(false);
+  expect(history.filter((e) => e.workflowTaskCompletedEventAttributes)).toHaveLength(1);
+  expect(history.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity')).toHaveLength(1);
+  const events = uniqueEvents(await tap.collect([order.orderId], { until: (es) => es.some((e) => e.type === 'OrderExpired') }));
+  expect(events.map((e) => e.type)).toEqual(['OrderPlaced', 'OrderExpired']);
+}, 60_000);
