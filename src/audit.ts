@@ -45,6 +45,8 @@ const EVENT_OF: Record<OrderStatus, OrderEventType | undefined> = {
 };
 
 const sample = (ids: Iterable<string>) => [...ids].slice(0, 5);
+/** How far behind PostgreSQL's clock a producer's may be for the audit still to read all of a sale's events. ms. */
+const PRODUCER_CLOCK_MARGIN_MS = 15 * 60_000;
 
 /** @returns the event in a message, or undefined for a message that is not one of ours (other producers may share the topic) */
 function parseEvent(value: Buffer | null): OrderEvent | undefined {
@@ -56,24 +58,45 @@ function parseEvent(value: Buffer | null): OrderEvent | undefined {
   }
 }
 
-/** Reads the whole topic up to its current end and returns the sale's events, duplicates dropped by eventId (I5). */
+/**
+ * Where a sale's events can start on the topic: no event of a sale is older than the sale, so a reader needs
+ * the sale's stretch of the topic, not every sale's before it.
+ * @returns ms since the epoch, the sale's creation less PRODUCER_CLOCK_MARGIN_MS (a producer's clock behind
+ *   PostgreSQL's); undefined when there is no such sale
+ */
+export async function saleEventsSince(pool: Pool, saleId: number): Promise<number | undefined> {
+  const res = await pool.query<{ createdAt: Date }>('SELECT created_at AS "createdAt" FROM sale_events WHERE id = $1', [saleId]);
+  return res.rows[0] && res.rows[0].createdAt.getTime() - PRODUCER_CLOCK_MARGIN_MS;
+}
+
+/**
+ * Reads the topic up to its current end and returns the sale's events, duplicates dropped by eventId (I5).
+ * @param sinceMs where to start: the first message stamped at or after it (the producer's clock, ms since the
+ *   epoch); the whole topic when omitted
+ */
 export async function readSaleEvents(
   kafka: Kafka,
   topic: string,
   saleId: number,
+  sinceMs?: number,
 ): Promise<{ events: Map<string, OrderEvent>; duplicates: number; conflicting: string[] }> {
+  const groupId = `audit-${randomUUID()}`;
   const admin = kafka.admin();
   await admin.connect();
   const offsets = await admin.fetchTopicOffsets(topic);
+  const start = new Map(
+    sinceMs === undefined ? offsets.map((o) => [o.partition, BigInt(o.low)]) : (await admin.fetchTopicOffsetsByTimestamp(topic, sinceMs)).map((o) => [o.partition, BigInt(o.offset)]),
+  );
+  // The new group starts where the sale's events can start.
+  if (sinceMs !== undefined) await admin.setOffsets({ groupId, topic, partitions: [...start].map(([partition, offset]) => ({ partition, offset: String(offset) })) });
   await admin.disconnect();
-  const end = new Map(offsets.filter((o) => BigInt(o.high) > BigInt(o.low)).map((o) => [o.partition, BigInt(o.high)]));
+  const end = new Map(offsets.filter((o) => BigInt(o.high) > (start.get(o.partition) ?? BigInt(o.low))).map((o) => [o.partition, BigInt(o.high)]));
   const events = new Map<string, OrderEvent>();
   let duplicates = 0;
   // A redelivery must carry the same facts; one eventId with two different stories is a bug, not a duplicate.
   const conflicting: string[] = [];
   const facts = (e: OrderEvent) => JSON.stringify({ ...e, occurredAt: undefined });
   if (end.size === 0) return { events, duplicates, conflicting };
-  const groupId = `audit-${randomUUID()}`;
   const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200 });
   await consumer.connect();
   try {
@@ -213,7 +236,7 @@ export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderId
     examples: sample([...stillHeld, ...unknownHeld]),
   });
 
-  const { events, duplicates, conflicting } = await readSaleEvents(deps.kafka, deps.topic, saleId);
+  const { events, duplicates, conflicting } = await readSaleEvents(deps.kafka, deps.topic, saleId, await saleEventsSince(deps.pool, saleId));
   const byOrder = new Map<string, OrderEvent[]>();
   for (const e of events.values()) byOrder.set(e.orderId, [...(byOrder.get(e.orderId) ?? []), e]);
   const missing: string[] = [];

@@ -20,7 +20,7 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { createSigner } from 'fast-jwt';
 import type { Pool } from 'pg';
 import { request } from 'undici';
-import { auditSale, readSaleEvents } from '../audit';
+import { auditSale, readSaleEvents, saleEventsSince } from '../audit';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import type { OrderStatus } from '../domain';
@@ -423,7 +423,7 @@ async function checkRun(clients: Clients, saleId: number, quantity: number, seen
     const status = byId.get(id)?.status;
     if (status !== 'PAID' && status !== 'EXPIRED' && status !== 'REJECTED') violations.push(`202 ${id} ended ${status ?? 'with no row'}`);
   }
-  const { events } = await readSaleEvents(createKafka(clients.config, `chaos-check-${randomUUID()}`), clients.config.KAFKA_TOPIC, saleId);
+  const { events } = await readSaleEvents(createKafka(clients.config, `chaos-check-${randomUUID()}`), clients.config.KAFKA_TOPIC, saleId, await saleEventsSince(clients.pool, saleId));
   const refunded = new Set([...events.values()].filter((e) => e.type === 'PaymentRefundRequired').map((e) => `${e.orderId}:${e.paymentId}`));
   for (const p of seen.payments) {
     const row = byId.get(p.orderId);

@@ -194,13 +194,19 @@ function workerTaskMetrics(text: string): Omit<WorkflowTaskFigures, 'historiesSc
   };
 }
 
-/** Reads every order's history (16 at a time) and counts its workflow task timeouts, and its failures by cause. */
+/** 64 read 364–478 histories/s from the dev server here, 16 read 232–243/s (4,000 each, side by side). */
+const HISTORY_READS_IN_FLIGHT = 64;
+
+/**
+ * Reads every order's history (HISTORY_READS_IN_FLIGHT at a time) and counts its workflow task timeouts, and
+ * its failures by cause.
+ */
 async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal>>, orderIds: readonly string[]) {
   let timedOut = 0;
   const failedByCause: Record<string, number> = {};
   let next = 0;
   await Promise.all(
-    Array.from({ length: 16 }, async () => {
+    Array.from({ length: HISTORY_READS_IN_FLIGHT }, async () => {
       while (next < orderIds.length) {
         const history = await temporal.workflow.getHandle(orderIds[next++]).fetchHistory();
         for (const e of history.events ?? []) {
