@@ -1,7 +1,8 @@
 /**
  * Benchmark of the event publisher choice (issue: idempotent producer vs eventId de-duplication): 10,000
- * order events published by 100 concurrent senders, as the worker's activities do, with kafkajs' idempotent
- * producer (one request in flight) and with the plain producer (acks from all in-sync replicas either way).
+ * order events published by 100 concurrent senders, as the worker's activities do, through EventPublisher (one
+ * request in flight, carrying what waited) with kafkajs' idempotent producer and with the plain producer (acks
+ * from all in-sync replicas either way).
  * The plain producer is the baseline; prints events/s and the ratio, asserts nothing.
  */
 import { randomUUID } from 'node:crypto';

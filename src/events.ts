@@ -32,8 +32,21 @@ export function createKafka(config: Config, clientId: string, retry: { retries: 
   });
 }
 
+/** Most events in one produce request: a few hundred bytes each, far below the broker's 1 MB request limit. */
+const MAX_EVENTS_PER_REQUEST = 500;
+
+interface Waiting {
+  event: OrderEvent;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
 /**
  * Publishes order events; each publish resolves once all in-sync replicas have the message.
+ *
+ * One produce request at a time, carrying every event that arrived while the one before was in flight (up to
+ * MAX_EVENTS_PER_REQUEST): kafkajs sends each call as a request of its own, and the idempotent producer has
+ * one in flight, so with one event per request a burst of orders queued one round trip per event.
  *
  * One send per event at a time: the local activity that publishes may time out (30 s) and run again while
  * the broker is away, and a second send of the same event beside the first lands a copy, maybe after the
@@ -42,11 +55,13 @@ export function createKafka(config: Config, clientId: string, retry: { retries: 
  * still have landed, and the retry lands it again (seen in test/workflow/kafka-outage.test.ts). So a send is
  * never abandoned: on a client made with UNTIL_ANSWERED retries (connecting included) the idempotent producer
  * retries it until the broker answers, with the same sequence number, which the broker drops if it has it
- * already; and a publish of an event whose send is on its way joins that send instead of starting another.
+ * already; and a publish of an event that is waiting or on its way joins it instead of sending another.
  */
 export class EventPublisher {
-  /** Sends on their way, by eventId. */
+  /** Events waiting or on their way, by eventId. */
   private readonly sending = new Map<string, Promise<void>>();
+  private waiting: Waiting[] = [];
+  private inFlight = false;
 
   private constructor(
     private readonly producer: Producer,
@@ -72,7 +87,7 @@ export class EventPublisher {
   }
 
   /**
-   * Sends the event, or joins its send already on its way.
+   * Sends the event, or joins its send already waiting or on its way.
    * @throws kafkajs errors the producer does not retry (or, not idempotent, after its retries)
    */
   publish(event: OrderEvent): Promise<void> {
@@ -80,28 +95,43 @@ export class EventPublisher {
   }
 
   /**
-   * Sends the events in one produce request, in order (those of one item on one partition, so consumers see
-   * them in that order), joining any whose send is already on its way. One request for an order's events
-   * instead of one each: the idempotent producer has one request in flight, so every request waits for the
-   * ones before it.
+   * Sends the events in order, in one request unless a request fills up between them (those of one item
+   * go to one partition, so consumers see them in this order), joining any already waiting or on its way.
    * @throws kafkajs errors the producer does not retry (or, not idempotent, after its retries)
    */
   publishAll(events: OrderEvent[]): Promise<void> {
-    const fresh = events.filter((e) => !this.sending.has(e.eventId));
-    const joined = events.map((e) => this.sending.get(e.eventId)).filter((p): p is Promise<void> => p !== undefined);
-    if (!fresh.length) return Promise.all(joined).then(() => undefined);
-    const send = this.producer
+    const sends = events.map((event) => {
+      const onItsWay = this.sending.get(event.eventId);
+      if (onItsWay) return onItsWay;
+      const send = new Promise<void>((resolve, reject) => this.waiting.push({ event, resolve, reject }));
+      this.sending.set(event.eventId, send);
+      const forget = () => this.sending.delete(event.eventId);
+      send.then(forget, forget);
+      return send;
+    });
+    this.sendWaiting();
+    return Promise.all(sends).then(() => undefined);
+  }
+
+  /** Sends what waits, once no request is in flight, then what waited meanwhile. */
+  private sendWaiting(): void {
+    if (this.inFlight || !this.waiting.length) return;
+    const batch = this.waiting.splice(0, MAX_EVENTS_PER_REQUEST);
+    this.inFlight = true;
+    this.producer
       .send({
         topic: this.topic,
         acks: -1,
-        messages: fresh.map((e) => ({ key: String(e.itemId), value: JSON.stringify(e), headers: { eventId: e.eventId, type: e.type } })),
+        messages: batch.map(({ event }) => ({ key: String(event.itemId), value: JSON.stringify(event), headers: { eventId: event.eventId, type: event.type } })),
       })
-      .then(() => undefined)
+      .then(
+        () => batch.forEach((w) => w.resolve()),
+        (err: unknown) => batch.forEach((w) => w.reject(err)),
+      )
       .finally(() => {
-        for (const e of fresh) this.sending.delete(e.eventId);
+        this.inFlight = false;
+        this.sendWaiting();
       });
-    for (const e of fresh) this.sending.set(e.eventId, send);
-    return Promise.all([...joined, send]).then(() => undefined);
   }
 
   async disconnect(): Promise<void> {
