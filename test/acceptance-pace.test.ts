@@ -52,6 +52,21 @@ test('the first order after a quiet spell opens a window, so a burst is hot afte
   expect(pace.at(1255)).toBe('wait');
 });
 
+test('the first window after a quiet spell waits until it has passed: its pace is not known before', () => {
+  const pace = new AcceptancePace(200, 5000);
+  expect(pace.at(0)).toBe('go');
+  // One order 2 s into a quiet spell: a stampede's first, or a lone buyer's.
+  pace.accepted(2000);
+  expect(pace.at(2001)).toBe('wait');
+  expect(pace.at(2249)).toBe('wait');
+  // Its window passed holding that one order (4/s): starts go.
+  expect(pace.at(2250)).toBe('go');
+  // A lone order once more after a quiet window: it waits for its own window again.
+  pace.accepted(3000);
+  expect(pace.at(3100)).toBe('wait');
+  expect(pace.at(3250)).toBe('go');
+});
+
 test('a whole window below the pace: starts go during it, and the next hot spell waits anew', () => {
   const pace = new AcceptancePace(200, 1000);
   accept(pace, 60, 0, 250);

@@ -74,7 +74,9 @@ const PACE_WINDOW_MS = 250;
 /**
  * The pace at which this process accepts orders, as the starter's reason to wait: hot while the current or the
  * previous PACE_WINDOW_MS window saw at least abovePerS orders per second; the first order after a quiet spell
- * opens a window. Starts wait while it is hot, but for at most maxMs in a row; past that they go on until a
+ * opens a window, which counts as hot until it has passed (its pace is not known before: going at its first
+ * order let a full set of starts, and the workflow tasks they cause, run beside the first second of a
+ * stampede). Starts wait while it is hot, but for at most maxMs in a row; past that they go on until a
  * whole window has stayed below abovePerS (starts go during such a window too, and the next hot spell waits
  * anew). Times in ms, from a monotonic clock (performance.now()).
  */
@@ -100,7 +102,8 @@ export class AcceptancePace {
   /** @returns 'wait' while hot (for at most maxMs in a row), 'overdue' while hot beyond that, else 'go' */
   at(now: number): 'go' | 'wait' | 'overdue' {
     this.roll(now);
-    const hot = this.abovePerS > 0 && Math.max(this.previousPerS, (this.count * 1000) / PACE_WINDOW_MS) >= this.abovePerS;
+    const opening = this.previousPerS === 0 && this.count > 0;
+    const hot = this.abovePerS > 0 && (opening || Math.max(this.previousPerS, (this.count * 1000) / PACE_WINDOW_MS) >= this.abovePerS);
     if (!hot) {
       this.hotSince = undefined;
       return 'go';
