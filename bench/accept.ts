@@ -3,13 +3,17 @@
  * HTTP to the API (its own process, its starter running, a worker process behind it), side by side in the same
  * run with the Redis reservation alone (reserve.lua through ReservationStore from this process, same
  * concurrency) as the baseline, once with Redis' `appendfsync always` (the stack's default, a durable 202)
- * and once with `everysec`, switched with CONFIG SET and put back afterwards. For each it prints accepted 202s
- * per second against reservations per second (the ratio), latency, the time to the last 202, and the start
- * queue's drain: the time until the last order's workflow was started (Temporal's pace), and where the HTTP
- * run's CPU went: µs per accepted purchase for the crowd (this process), the API, Redis, Temporal, the worker
- * and PostgreSQL, read from /proc. Orders use a 1 s payment window; each mode waits for the worker to end its
- * orders before the next one is measured. N presses on a sale not yet open (403, nothing written) warm the API
- * first. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
+ * and once with `everysec`, switched with CONFIG SET and put back afterwards. Beside them, driven by the same
+ * crowd, the ceiling: a bare Koa server that answers every purchase 202 and does nothing else (bareAccept.ts),
+ * the most any Koa accepting path could reach here with that crowd on the same cores. For each mode it prints
+ * accepted 202s per second against reservations per second (the ratio), the ceiling's rate as the same ratio
+ * and ours as a share of it (and the bare server's CPU per 202), latency, the time to the last 202, and the
+ * start queue's drain: the time until the last order's workflow was started (Temporal's pace), and where the
+ * HTTP run's CPU went: µs per accepted purchase for the crowd (this process), the API, Redis, Temporal, the
+ * worker and PostgreSQL, read from /proc.
+ * Orders use a 1 s payment window; each mode waits for the worker to end its orders before the next one is
+ * measured. N presses on a sale not yet open (403, nothing written) warm the API first, and as many the bare
+ * server. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
  *
  * Options (environment): BENCH_ACCEPT_ORDERS (3000 per mode), BENCH_ACCEPT_CONCURRENCY (100).
  */
@@ -26,7 +30,7 @@ import { createRedis, ReservationStore, saleKeys } from '../src/reservations';
 import { createSale, loadSale } from '../src/sales';
 import { connectTemporal } from '../src/temporal';
 import { appendResult } from '../src/benchResults';
-import { MACHINE_PARTS, machineCpu, type MachineCpu } from '../src/procCpu';
+import { MACHINE_PARTS, machineCpu, treesCpuMs, type MachineCpu } from '../src/procCpu';
 
 const ORDERS = Number(process.env.BENCH_ACCEPT_ORDERS ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_ACCEPT_CONCURRENCY ?? 100);
@@ -41,6 +45,14 @@ export interface AcceptFigures {
   p50Ms: number;
   p99Ms: number;
   msToLast202: number;
+  /** 202s per second of the bare Koa server (bareAccept.ts) to the same crowd: what any Koa accepting path could reach here. */
+  ceilingPerS: number;
+  /** ceilingPerS / redisReservePerS: the ratio's ceiling on this machine. */
+  ceiling: number;
+  /** acceptedPerS / ceilingPerS. */
+  ofCeiling: number;
+  /** CPU µs the bare server spent per 202 (cpuUsPer202.api is the same figure for the API). */
+  ceilingServerCpuUsPer202: number;
   /** From the first press until the start queue was empty (the last workflow started), ±50 ms. */
   msToLastStarted: number;
   startsPerS: number;
@@ -60,6 +72,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
   const taskQueue = `bench-accept-${randomUUID()}`;
   // Gate and rate limits on, as deployed; the crowd's one client IP (loopback) has its limit lifted, not removed.
   const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: taskQueue, SALE_GATE_REQUIRED: 'true', RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
+  const barePort = await freePort();
   const config = loadConfig(env);
   const pool = createPool(config);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
@@ -70,6 +83,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
     startChild('api', 'src/api/main.ts', env, join(logs, 'api.log'), 'api listening'),
     // As in the demo, the drain's worker yields the CPU to the accepting path on a shared machine.
     startChild('worker', 'src/worker.ts', env, join(logs, 'worker.log'), 'worker running', { nice: 10 }),
+    startChild('bare accept', 'bench/bareAccept.ts', { ...env, API_PORT: String(barePort) }, join(logs, 'bare.log'), 'bare accept listening'),
   ];
   const [, original] = (await redis.config('GET', 'appendfsync')) as [string, string];
   const newSale = async () => {
@@ -87,6 +101,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
   try {
     await Promise.all(children.map((c) => c.ready));
     const baseUrl = `http://${config.API_HOST}:${config.API_PORT}`;
+    const bareUrl = `http://${config.API_HOST}:${barePort}`;
     const sign = createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 3_600_000 });
     const figures: AcceptFigures[] = [];
     const cpuNow = machineCpu({ api: children[0].process.pid as number, worker: children[1].process.pid as number });
@@ -99,13 +114,8 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
       paymentWindowMs: 1000,
       items: [{ productId: 'warmup', quantity: 1, priceMinor: 100, currency: 'EUR' }],
     });
-    await pressAll({
-      baseUrl,
-      presses: Array.from({ length: ORDERS }, (_, i) => ({ buyer: `w${i}`, itemId: later.items[0].itemId, token: sign({ sub: `warmup-${i}-${randomUUID()}` }) })),
-      concurrency: CONCURRENCY,
-      rate: 0,
-      deadlineMs: Date.now() + 600_000,
-    });
+    const warmup = Array.from({ length: ORDERS }, (_, i) => ({ buyer: `w${i}`, itemId: later.items[0].itemId, token: sign({ sub: `warmup-${i}-${randomUUID()}` }) }));
+    for (const url of [baseUrl, bareUrl]) await pressAll({ baseUrl: url, presses: warmup, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 });
     for (const mode of MODES) {
       await redis.config('SET', 'appendfsync', mode);
       const base = await newSale();
@@ -122,6 +132,17 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
       );
       // Those were reservations only: no starter is to start workflows for them.
       await redis.del(saleKeys(base.saleId).startQueue);
+
+      const barePresses = Array.from({ length: ORDERS }, (_, i) => ({ buyer: `c${i}`, itemId: base.itemId, token: sign({ sub: `ceiling-${mode}-${i}-${randomUUID()}` }) }));
+      // An untimed round first: after the previous mode's drain (minutes of idle polling here) the crowd's first
+      // round measured about twice its CPU per press, and the ceiling half its rate.
+      const pressBare = () => pressAll({ baseUrl: bareUrl, presses: barePresses, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 });
+      await pressBare();
+      const bareCpu = () => treesCpuMs({ bare: children[2].process.pid as number }).bare;
+      const bareCpuBefore = bareCpu();
+      const bareRun = await timed(pressBare);
+      const ceilingServerCpuUsPer202 = Math.round(((bareCpu() - bareCpuBefore) * 1000) / ORDERS);
+      if (bareRun.value.filter((r) => r.status === 202).length !== ORDERS) throw new Error('the bare server did not answer every press 202');
 
       const ours = await newSale();
       const presses = Array.from({ length: ORDERS }, (_, i) => ({ buyer: `b${i}`, itemId: ours.itemId, token: sign({ sub: `${mode}-${i}-${randomUUID()}` }) }));
@@ -143,12 +164,17 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
       const msToLastStarted = await drained;
       const redisPerS = ORDERS / (redisRun.ms / 1000);
       const acceptedPerS = ORDERS / (httpRun.ms / 1000);
+      const ceilingPerS = ORDERS / (bareRun.ms / 1000);
       figures.push({
         appendfsync: mode,
         orders: ORDERS,
         redisReservePerS: Math.round(redisPerS),
         acceptedPerS: Math.round(acceptedPerS),
         ratio: Math.round((acceptedPerS / redisPerS) * 1000) / 1000,
+        ceilingPerS: Math.round(ceilingPerS),
+        ceiling: Math.round((ceilingPerS / redisPerS) * 1000) / 1000,
+        ofCeiling: Math.round((acceptedPerS / ceilingPerS) * 1000) / 1000,
+        ceilingServerCpuUsPer202,
         p50Ms: Math.round(latencies[Math.floor(latencies.length / 2)] * 10) / 10,
         p99Ms: Math.round(latencies[Math.floor(latencies.length * 0.99)] * 10) / 10,
         msToLast202: Math.max(...accepted.map((r) => r.answeredAtMs)) - firstPress,
@@ -171,7 +197,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
 if (require.main === module) {
   benchAccept().then(
     (figures) => {
-      console.log(`\naccepting path: ${ORDERS} distinct buyers over HTTP (API with its starter, worker) vs the Redis reservation alone, ${CONCURRENCY} in flight`);
+      console.log(`\naccepting path: ${ORDERS} distinct buyers over HTTP (API with its starter, worker) vs the Redis reservation alone, ${CONCURRENCY} in flight; ceiling: a bare Koa 202 to the same crowd`);
       const rates = (f: AcceptFigures) => Object.fromEntries(Object.entries(f).filter(([key]) => key !== 'cpuUsPer202'));
       console.table(Object.fromEntries(figures.map((f) => [`appendfsync ${f.appendfsync}`, rates(f)])));
       console.log('CPU µs per accepted purchase during the HTTP run, by part of the machine (crowd = the bench process):');
