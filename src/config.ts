@@ -109,7 +109,8 @@ const schema = z
     /**
      * The starter starts nothing while this API process accepts this many orders per second or more (0: never
      * waits; src/api/starter.ts, AcceptancePace): above the 110–200 starts/s a Temporal server on two cores
-     * takes at best, so a queue filled at that pace would not drain sooner for being started meanwhile.
+     * takes at best, so a queue filled at that pace would not drain sooner for being started meanwhile. An idle
+     * starter also waits out the first 250 ms of orders after a quiet 250 ms, whose pace is not known before.
      */
     STARTER_YIELD_ABOVE_PER_S: z.coerce.number().int().min(0).max(1_000_000).default(200),
     /** The starter's starts wait for the acceptance at most this long in a row (ms). */

@@ -16,7 +16,8 @@
  * - Acceptance first: while this process accepts orders at yieldAbovePerS or faster (AcceptancePace), no
  *   start is made, for at most yieldMaxMs in a row. The starts, their gRPC calls here and the first workflow
  *   tasks they cause take CPU that the stampede's purchases need, and a queue filled faster than Temporal
- *   starts drains no later for being started meanwhile; the orders are payable from the 202 on.
+ *   starts drains no later for being started meanwhile; the orders are payable from the 202 on. An idle
+ *   starter also waits out the first window of orders after a quiet one, whose pace is not known yet.
  * - Entries pending with any starter for claimIdleMs or more are claimed (XAUTOCLAIM): those of a process that
  *   died, and those that failed here. claimIdleMs exceeds a start's deadline, so a start still in flight
  *   elsewhere is not claimed; if one is, its second start finds the workflow and counts as started.
@@ -42,7 +43,7 @@ export interface StarterDeps {
   taskBacklog(): Promise<number>;
   /** At most this many minus taskBacklog() starts are made until the next reading. */
   maxBacklog: number;
-  /** Orders/s accepted here at or above which starts wait (0: they never do); see AcceptancePace. */
+  /** Orders/s accepted here at or above which starts wait (0: they never do, nor for an opening window); see AcceptancePace. */
   yieldAbovePerS: number;
   /** Starts wait for the acceptance at most this long in a row (ms). */
   yieldMaxMs: number;
@@ -61,9 +62,11 @@ const MIN_POLL_MS = 10;
 const BACKLOG_CHECK_MS = 1000;
 /**
  * Longest wait between two polls of a sale whose queue stays empty. Entries reach a queue through a process
- * that noticed them (and polls that sale every MIN_POLL_MS), so only a process that died between its 202 and
- * its read leaves entries for the others to find this way. An idle API with 207 recent sales (a day of tests)
- * spent 73 ms of CPU a second at 1 s, 57 ms at 5 s (claims and the depth readings are the rest).
+ * that noticed them (and polls that sale every MIN_POLL_MS); the others find them this way only when that
+ * process did not read them: it died or stopped first, or its buyer got a 503 for a reservation Redis made
+ * but did not answer. An idle API with 207 recent sales (a day of tests) spent 73 ms of CPU a second at 1 s,
+ * 57 ms at 5 s (claims and the depth readings are the rest). It also bounds how often an idle sale is swept
+ * for claims when claimIdleMs/2 is shorter.
  */
 const MAX_POLL_MS = 5000;
 /** Longest sleep of the loop: it re-reads the list of sales and retries refused starts at least this often. */
@@ -82,11 +85,14 @@ const PACE_WINDOW_MS = 250;
 /**
  * The pace at which this process accepts orders, as the starter's reason to wait: hot while the current or the
  * previous PACE_WINDOW_MS window saw at least abovePerS orders per second; the first order after a quiet spell
- * opens a window, which counts as hot until it has passed (its pace is not known before: going at its first
- * order let a full set of starts, and the workflow tasks they cause, run beside the first second of a
- * stampede). Starts wait while it is hot, but for at most maxMs in a row; past that they go on until a
- * whole window has stayed below abovePerS (starts go during such a window too, and the next hot spell waits
- * anew). Times in ms, from a monotonic clock (performance.now()).
+ * (a whole window without one) opens a window. Starts wait while it is hot, but for at most maxMs in a row;
+ * past that they go on until a whole window has stayed below abovePerS (starts go during such a window too,
+ * and the next hot spell waits anew). A starter with nothing in flight also waits out an opening window, whose
+ * pace is not known before it has passed: going at its first order let a full set of starts, and the workflow
+ * tasks they cause, run beside the first second of a stampede (accept bench: 150–360 µs of Temporal's CPU
+ * and 200–370 µs of the worker's per 202 during it, against 3–17 and 13–23 with the wait). A busy starter
+ * (a drain under way) does not: a trickle of orders would hold every sale's starts a window at a time.
+ * Times in ms, from a monotonic clock (performance.now()).
  */
 export class AcceptancePace {
   private windowStart = -Infinity;
@@ -107,17 +113,26 @@ export class AcceptancePace {
     this.count += 1;
   }
 
-  /** @returns 'wait' while hot (for at most maxMs in a row), 'overdue' while hot beyond that, else 'go' */
-  at(now: number): 'go' | 'wait' | 'overdue' {
+  /**
+   * @param starterIdle whether the starter has no start in flight or waiting for a retry
+   * @returns 'wait' while hot (for at most maxMs in a row), 'overdue' while hot beyond that, 'opening' while an
+   *   idle starter's opening window has not passed (windowLeftMs says for how long), else 'go'
+   */
+  at(now: number, starterIdle: boolean): 'go' | 'opening' | 'wait' | 'overdue' {
     this.roll(now);
-    const opening = this.previousPerS === 0 && this.count > 0;
-    const hot = this.abovePerS > 0 && (opening || Math.max(this.previousPerS, (this.count * 1000) / PACE_WINDOW_MS) >= this.abovePerS);
-    if (!hot) {
+    if (this.abovePerS === 0) return 'go';
+    if (Math.max(this.previousPerS, (this.count * 1000) / PACE_WINDOW_MS) < this.abovePerS) {
+      if (starterIdle && this.previousPerS === 0 && this.count > 0) return 'opening';
       this.hotSince = undefined;
       return 'go';
     }
     this.hotSince ??= now;
     return now - this.hotSince < this.maxMs ? 'wait' : 'overdue';
+  }
+
+  /** @returns ms until the current window has passed (at least 1) */
+  windowLeftMs(now: number): number {
+    return Math.max(1, this.windowStart + PACE_WINDOW_MS - now);
   }
 
   private roll(now: number): void {
@@ -263,8 +278,9 @@ export class Starter {
         await this.sleep(Infinity, false);
         continue;
       }
-      if (this.yieldsToAcceptance()) {
-        await this.sleep(PACE_WINDOW_MS, false);
+      const yieldMs = this.yieldsToAcceptance();
+      if (yieldMs > 0) {
+        await this.sleep(yieldMs, false);
         continue;
       }
       if (await this.waitForWorkers(now)) {
@@ -359,16 +375,21 @@ export class Starter {
     return this.budget <= 0;
   }
 
-  /** @returns whether starts wait for the acceptance now; logs when that begins and when it has lasted yieldMaxMs */
-  private yieldsToAcceptance(): boolean {
-    const pace = this.pace.at(performance.now());
+  /**
+   * @returns how long starts wait for the acceptance from now (ms; 0: they go); logs when a hot spell begins and
+   *   when it has lasted yieldMaxMs
+   */
+  private yieldsToAcceptance(): number {
+    const now = performance.now();
+    const pace = this.pace.at(now, this.inFlight.size === 0 && this.retry.length === 0);
+    if (pace === 'opening') return this.pace.windowLeftMs(now);
     if (pace !== this.paceWas) {
       const fields = { yieldAbovePerS: this.deps.yieldAbovePerS, yieldMaxMs: this.deps.yieldMaxMs };
       if (pace === 'wait') this.deps.log.info(fields, 'starts wait: this process accepts orders at STARTER_YIELD_ABOVE_PER_S or faster');
       if (pace === 'overdue') this.deps.log.info(fields, 'starts go on: the acceptance has kept its pace for STARTER_YIELD_MAX_MS');
       this.paceWas = pace;
     }
-    return pace === 'wait';
+    return pace === 'wait' ? PACE_WINDOW_MS : 0;
   }
 
   /** Pauses reading; the starts that fail during a pause do not lengthen it (one step per round). */
