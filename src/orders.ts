@@ -78,6 +78,38 @@ export async function persistOrder(pool: Pool, order: OrderInput, deadlineAt: Da
 }
 
 /**
+ * Stores an order that has no row yet as PAID, in one statement: the payment route's way to take a payment
+ * for an order its workflow has not stored. persistOrder and payOrder in one, so the order is never seen
+ * PENDING in between, and its workflow, whenever it runs, finds the row PAID and settles it in its first task
+ * (the route need not signal it). PostgreSQL's clock decides the deadline as in payOrder, the row counts in
+ * `sold` under the CHECK `sold <= quantity` (I1) as in persistOrder, and the one-live-order index stands (I3).
+ * The caller checks the amount against the price first.
+ * @param priceMinor the order's price, which the payment's amount matched (minor units)
+ * @returns true when this call stored it PAID; false when it wrote nothing: a row exists (the workflow's, or
+ *   an earlier payment's), the deadline has passed, the buyer holds another live order, or the item is
+ *   exhausted in PostgreSQL (persistOrder and payOrder then give the answer)
+ */
+export async function storePaidOrder(pool: Pool, order: OrderInput, deadlineAt: Date, paymentId: string): Promise<boolean> {
+  try {
+    const stored = await pool.query<{ inserted: number }>(
+      `WITH inserted AS (
+         INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at)
+         SELECT $1, $2, $3, $4, 'PAID', $5, $6, $7, $8 WHERE $8::timestamptz > now()
+         ON CONFLICT DO NOTHING RETURNING id
+       ), counted AS (
+         UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
+       )
+       SELECT count(*)::int AS inserted FROM inserted`,
+      [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, paymentId, new Date(order.reservedAtMs), deadlineAt],
+    );
+    return stored.rows[0].inserted === 1;
+  } catch (err) {
+    if ((err as { constraint?: unknown }).constraint === 'items_sold_within_quantity') return false;
+    throw err;
+  }
+}
+
+/**
  * Decides a payment against the payment window, in one conditional UPDATE: PostgreSQL is the arbiter of
  * payment against deadline. The order becomes PAID only if it is PENDING, its deadline is still ahead by
  * PostgreSQL's clock and the amount is its price; the expiry (expireOrder) changes only a PENDING order too,

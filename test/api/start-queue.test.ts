@@ -290,6 +290,32 @@ test('before its workflow exists, an accepted order is the buyer’s: GET answer
   expect(countByType(uniqueEvents(await tap.collect([orderId], { until: (es) => es.some((e) => e.type === 'OrderPaid') })))).toEqual({ OrderPlaced: 1, OrderPaid: 1 });
 }, 60_000);
 
+test('a workflow started but not yet run: the payment route stores the order PAID and does not signal it; the workflow ends PAID in its first task', async () => {
+  // This API's starter starts workflows on a task queue no worker polls until the payment is in.
+  const idleQueue = `${config.TEMPORAL_TASK_QUEUE}-unrun-${run}`;
+  const { call } = await api({ TEMPORAL_TASK_QUEUE: idleQueue });
+  const sale = await createTestSale(clients, { quantities: [1], priceMinor: 1234, paymentWindowMs: 60_000 });
+  const token = await buyerToken(config, `unrun-${run}`);
+  const accepted = await call('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token });
+  expect(accepted.status).toBe(202);
+  const orderId = accepted.body.orderId as string;
+  const handle = temporal.workflow.getHandle(orderId);
+  await until('the workflow started', () => handle.describe().then(() => true, () => false));
+
+  const paid = await call('POST', `/api/flash-sales/orders/${orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `unrun-${run}`, amount: 1234 } });
+  expect([paid.status, paid.body]).toEqual([200, { orderId, status: 'PAID', paymentId: `unrun-${run}` }]);
+  expect((await findOrder(clients.pool, orderId))?.status).toBe('PAID');
+
+  const worker = await startWorker(testConfig({ TEMPORAL_TASK_QUEUE: idleQueue }), await buildWorkflowBundle());
+  toClose.push(() => worker.shutdown());
+  expect(await orderResult(temporal, orderId)).toMatchObject({ status: 'PAID', paymentId: `unrun-${run}` });
+  const history = (await handle.fetchHistory()).events ?? [];
+  expect(history.filter((e) => e.workflowExecutionSignaledEventAttributes)).toHaveLength(0);
+  expect(history.filter((e) => e.workflowTaskCompletedEventAttributes)).toHaveLength(1);
+  expect(await settledAudit(config, clients, temporal, sale.saleId, [orderId])).toEqual([]);
+  expect(countByType(uniqueEvents(await tap.collect([orderId], { until: (es) => es.some((e) => e.type === 'OrderPaid') })))).toEqual({ OrderPlaced: 1, OrderPaid: 1 });
+}, 90_000);
+
 test('the deadline shown is the one enforced: a payment 200 ms before it is accepted, one 200 ms after it is refused with PAYMENT_WINDOW_CLOSED', async () => {
   const { call } = await api();
   const sale = await createTestSale(clients, { quantities: [2], priceMinor: 900, paymentWindowMs: 3000 });

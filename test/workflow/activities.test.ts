@@ -10,7 +10,7 @@ import { createActivities, type Activities } from '../../src/activities';
 import type { OrderInput } from '../../src/domain';
 import { createKafka, EventPublisher } from '../../src/events';
 import type { Pool } from 'pg';
-import { findOrder, payOrder, persistOrder } from '../../src/orders';
+import { findOrder, payOrder, persistOrder, storePaidOrder } from '../../src/orders';
 import { saleKeys } from '../../src/reservations';
 import type { Sale } from '../../src/sales';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
@@ -249,4 +249,38 @@ test('placeAndSettle of an order the payment route stored and paid: PAID, its un
   expect(await sold(order.itemId)).toBe(1);
   expect(await stock(order)).toBe(4);
   expect(await eventTypes(order)).toEqual(['OrderPlaced', 'OrderPaid']);
+});
+
+test('storePaidOrder (the payment route, before the workflow stored the order): PAID and counted once; nothing written past the deadline, over a row, for a buyer with another live order or an exhausted item', async () => {
+  const sale = await createTestSale(clients, { quantities: [2], priceMinor: 700 });
+  const order = await reserved(sale);
+  expect(await storePaidOrder(clients.pool, order, new Date(ahead()), 'route-1')).toBe(true);
+  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'route-1', priceMinor: 700 });
+  expect(await sold(order.itemId)).toBe(1);
+  // Again, or with another payment: the row exists, nothing changes.
+  expect(await storePaidOrder(clients.pool, order, new Date(ahead()), 'route-1')).toBe(false);
+  expect(await storePaidOrder(clients.pool, order, new Date(ahead()), 'route-2')).toBe(false);
+  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'route-1' });
+  expect(await sold(order.itemId)).toBe(1);
+  // The workflow's placeOrder then finds the row PAID, and settling keeps the unit.
+  expect(await activities.placeOrder(order, ahead())).toEqual({ status: 'PAID' });
+  expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'PAID', paymentId: 'route-1' });
+  expect(await sold(order.itemId)).toBe(1);
+
+  // Past the deadline by PostgreSQL's clock: no row.
+  const late = await reserved(sale);
+  expect(await storePaidOrder(clients.pool, late, new Date(passed()), 'route-late')).toBe(false);
+  expect(await findOrder(clients.pool, late.orderId)).toBeUndefined();
+
+  // The same buyer holds a live order in the sale (I3): no row for the second one.
+  const second = { ...late, orderId: randomUUID(), userId: order.userId };
+  expect(await storePaidOrder(clients.pool, second, new Date(ahead()), 'route-second')).toBe(false);
+  expect(await findOrder(clients.pool, second.orderId)).toBeUndefined();
+
+  // The last unit goes to one order; PostgreSQL has none left for another (I1): no row, sold unchanged.
+  expect(await storePaidOrder(clients.pool, late, new Date(ahead()), 'route-last')).toBe(true);
+  const over = { ...late, orderId: randomUUID(), userId: `buyer-${randomUUID()}` };
+  expect(await storePaidOrder(clients.pool, over, new Date(ahead()), 'route-over')).toBe(false);
+  expect(await findOrder(clients.pool, over.orderId)).toBeUndefined();
+  expect(await sold(order.itemId)).toBe(2);
 });
