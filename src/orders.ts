@@ -114,7 +114,7 @@ export async function storePaidOrder(pool: Pool, order: OrderInput, deadlineAt: 
  * payment against deadline. The order becomes PAID only if it is PENDING, its deadline is still ahead by
  * PostgreSQL's clock and the amount is its price; the expiry (expireOrder) changes only a PENDING order too,
  * so exactly one of the two wins, whichever commits first. The same payment again is answered PAID again
- * (idempotent per paymentId).
+ * (idempotent per paymentId and amount).
  * @param amount minor units
  * @returns PAID, or why not: AMOUNT_MISMATCH (nothing changes), PAYMENT_WINDOW_CLOSED (deadline passed,
  *   or EXPIRED), ORDER_NOT_PENDING (paid by another payment, or REJECTED); undefined when there is no such row
@@ -133,8 +133,9 @@ export async function payOrder(pool: Pool, orderId: string, paymentId: string, a
     );
     const row = res.rows[0];
     if (!row) return undefined;
-    if (row.status === 'PAID' && row.paymentId === paymentId) return { status: 'PAID', paymentId };
+    // Before the replay check: a paymentId that paid, sent again with another amount, is no replay (I7).
     if (row.priceMinor !== amount) return { error: 'AMOUNT_MISMATCH' };
+    if (row.status === 'PAID' && row.paymentId === paymentId) return { status: 'PAID', paymentId };
     if (row.status === 'EXPIRED' || (row.status === 'PENDING' && row.closed)) return { error: 'PAYMENT_WINDOW_CLOSED' };
     // A payable row the UPDATE did not see was inserted between the two statements (the workflow storing the
     // order as the payment arrived): decide again, now that it exists (found by the fault campaign, seed 1003).

@@ -88,11 +88,11 @@ async function storeAccepted(deps: AppDeps, orderId: string, payment: Payment): 
 
 /**
  * POST handler for the payment service (already authenticated by its bearer credential). PostgreSQL decides
- * (orders.payOrder), so the answer waits for no workflow task; the order's workflow is then signalled, so
- * that it settles now (OrderPaid) rather than when its timer fires, where it would find the row PAID anyway.
- * An order this route stored PAID itself needs no signal: its workflow had not stored it, so it will find the
- * row PAID in its first task. In a sale's payment burst most orders are such (the drain runs behind the 202s),
- * and the signal was most of the route's cost: a gRPC call here and a workflow task in Temporal.
+ * (orders.payOrder), so the answer waits for no workflow task. A payment to a stored order is then signalled
+ * to its workflow, so that it settles now (OrderPaid) rather than when its timer fires, where it would find
+ * the row PAID anyway. An order this route stored PAID itself is not: its workflow had not stored it, so it
+ * will find the row PAID in its first task. In a sale's payment burst most orders are such (the drain runs
+ * behind the 202s), and the signal was most of the route's cost: a gRPC call here and a workflow task in Temporal.
  */
 export function paymentHandler(deps: AppDeps) {
   const { pool, workflows, log } = deps;

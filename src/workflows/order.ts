@@ -5,7 +5,8 @@
  * ends REJECTED and the unit goes back. All I/O is in local activities; time is workflow time.
  *
  * Payment and deadline race: PostgreSQL decides, not this workflow. A payment (update `pay`, signal `paid`,
- * or the payment route, which writes PostgreSQL itself and then signals) is a conditional UPDATE that needs
+ * or the payment route, which writes PostgreSQL itself and then signals, or, for an order with no row yet,
+ * inserts it PAID and does not: this workflow's first task finds it so) is a conditional UPDATE that needs
  * the order PENDING with its deadline ahead by PostgreSQL's clock; the expiry, run when the timer fires (at or
  * after the deadline, see below), is one that needs it PENDING (src/orders.ts). Exactly one wins, and the
  * workflow follows the row. So a local activity that runs inside a workflow task the server refuses (a signal

@@ -180,7 +180,7 @@ describe('payment route', () => {
     expect(await findOrder(clients.pool, orderId)).toMatchObject({ status: 'PAID', paymentId });
   });
 
-  test('wrong amount → 422 AMOUNT_MISMATCH and nothing changes; the right amount then pays', async () => {
+  test('wrong amount → 422 AMOUNT_MISMATCH and nothing changes; the right amount then pays; its paymentId again with a wrong amount → 422', async () => {
     const { orderId } = await buy('pay-amount');
     for (const amount of [PRICE - 1, PRICE + 1, 0]) {
       const reply = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `wrong-${amount}-${run}`, amount } });
@@ -192,5 +192,9 @@ describe('payment route', () => {
     const paid = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `right-${run}`, amount: PRICE } });
     expect(paid.status).toBe(200);
     expect(paid.body).toEqual({ orderId, status: 'PAID', paymentId: `right-${run}` });
+    // A retry is the same payment only with the same amount: another amount under its id is not a replay.
+    const misreplayed = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `right-${run}`, amount: PRICE + 1 } });
+    expect(misreplayed.status).toBe(422);
+    expect(misreplayed.body).toEqual({ error: 'AMOUNT_MISMATCH', orderId });
   });
 });

@@ -156,7 +156,7 @@ test('settleOrder before the deadline changes nothing; after it, twice: EXPIRED,
   expect(await eventTypes(late)).toEqual(['OrderPlaced', 'OrderExpired', 'OrderExpired']);
 });
 
-test('payOrder: PAID twice for the same payment (OrderPaid), ORDER_NOT_PENDING for another, AMOUNT_MISMATCH changes nothing; settling a paid order keeps its unit', async () => {
+test('payOrder: PAID twice for the same payment (OrderPaid), ORDER_NOT_PENDING for another, AMOUNT_MISMATCH changes nothing, also under the paid paymentId; settling a paid order keeps its unit', async () => {
   const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
   const order = await reserved(sale);
   await activities.placeOrder(order, ahead());
@@ -165,6 +165,7 @@ test('payOrder: PAID twice for the same payment (OrderPaid), ORDER_NOT_PENDING f
   expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PENDING', paymentId: null });
   expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'pay-1' });
   expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'pay-1' });
+  expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 701 })).toEqual({ error: 'AMOUNT_MISMATCH' });
   expect(await activities.payOrder(order, { paymentId: 'pay-2', amount: 700 })).toEqual({ error: 'ORDER_NOT_PENDING' });
   expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'pay-1' });
 
