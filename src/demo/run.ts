@@ -573,7 +573,7 @@ export function renderMarkdown(r: DemoResult): string {
     '',
     `Payments: ${Object.entries(r.payments)
       .map(([k, v]) => `${k} ${v}`)
-      .join(', ')}. Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)}, signal ${latency(r.paymentLatencyMs.signal)}.`,
+      .join(', ')} (refused: a 409 or 422 from the route, or a signal to an order whose workflow had ended; a signal waits for the order's row, which in a backlog comes after the deadline). Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)}, signal ${latency(r.paymentLatencyMs.signal)}.`,
     '',
     `Drain of wave 1: ${d.orders} orders final ${d.msToAllFinal} ms after the start, ${d.ordersPerS} orders/s; CPU per order ${d.cpuMsPerOrder.total} ms (Temporal ${d.cpuMsPerOrder.temporal}, worker ${d.cpuMsPerOrder.worker}, PostgreSQL ${d.cpuMsPerOrder.postgres}); the API process ${d.apiCpuMs} ms in all.`,
     d.baseline
