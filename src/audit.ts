@@ -8,8 +8,9 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
-import type { OrderEvent, OrderEventType, OrderStatus } from './domain';
-import { saleKeys, type FlashRedis, type ReservationStore } from './reservations';
+import type { OrderEvent, OrderEventType } from './order/events';
+import type { OrderStatus } from './order/types';
+import { saleKeys, type FlashRedis, type ReservationStore } from './reservation/store';
 import { OrderStatusKey } from './workflows/definitions';
 
 export interface Check {

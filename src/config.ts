@@ -32,7 +32,7 @@ const schema = z
     KAFKA_HOST: z.string().min(1).default('127.0.0.1'),
     KAFKA_PORT: port(9092),
     KAFKA_TOPIC: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/).default('flash-sale-orders'),
-    // bench/kafka.ts: with the publisher's one request in flight carrying what waited, the idempotent producer
+    // tools/bench/kafka.ts: with the publisher's one request in flight carrying what waited, the idempotent producer
     // published 19,063 events/s against the plain one's 11,634 (10,000 events, 100 senders), far above the order
     // rate, and it spares consumers the producer-retry duplicates.
     KAFKA_IDEMPOTENT: flag(true),
@@ -108,7 +108,7 @@ const schema = z
     STARTER_MAX_BACKLOG: z.coerce.number().int().min(1).max(1_000_000).default(200),
     /**
      * The starter starts nothing while this API process accepts this many orders per second or more (0: never
-     * waits; src/api/starter.ts, AcceptancePace): above the 110–200 starts/s a Temporal server on two cores
+     * waits; src/starter/starter.ts, AcceptancePace): above the 110–200 starts/s a Temporal server on two cores
      * takes at best, so a queue filled at that pace would not drain sooner for being started meanwhile. An idle
      * starter also waits out the first 250 ms of orders after a quiet 250 ms, whose pace is not known before.
      */

@@ -4,7 +4,7 @@
  */
 import { createSigner } from 'fast-jwt';
 import type { Config } from './config';
-import { BUYER_ID } from './domain';
+import { BUYER_ID } from './ids';
 
 /**
  * @param buyerId the token's `sub`; must be a valid buyer id (BUYER_ID), as the API requires (I6)

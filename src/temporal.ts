@@ -1,7 +1,7 @@
 /** Temporal client side: connecting, and starting an order's workflow (workflow id = orderId). */
 import { Client, Connection, WorkflowIdReusePolicy } from '@temporalio/client';
 import type { Config } from './config';
-import type { OrderInput } from './domain';
+import type { OrderInput } from './order/types';
 import { ItemIdKey, OrderStatusKey, SaleIdKey, UserIdKey } from './workflows/definitions';
 
 /** Connects to the configured Temporal frontend. @throws when it is unreachable */

@@ -8,7 +8,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import type { Sale } from '../src/sales';
+import type { Sale } from '../src/sale/sales';
 import { createTestSale, testConfig } from './helpers';
 import { useAppHarness } from './api/harness';
 

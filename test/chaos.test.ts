@@ -1,10 +1,10 @@
 /**
- * The fault campaign (src/chaos/campaign.ts): its plan is a function of the seed, its summary counts what it
+ * The fault campaign (tools/chaos/campaign.ts): its plan is a function of the seed, its summary counts what it
  * ran, and a short campaign on fixed seeds ends with no violation. The seeds were picked so that together
  * they inject every kind of fault; a seed on which the campaign ever found a violation joins this set.
  */
-import { FAULT_KINDS, planFaults, runCampaign, summary, type RunResult } from '../src/chaos/campaign';
-import { Random } from '../src/chaos/random';
+import { FAULT_KINDS, planFaults, runCampaign, summary, type RunResult } from '../tools/chaos/campaign';
+import { Random } from '../tools/chaos/random';
 
 /**
  * api-kill + worker-kill; postgres immediate + worker-kill; worker-kill + SCRIPT FLUSH; temporal restart + relay cut;

@@ -3,8 +3,8 @@
  * crowd over HTTP, payments by route and signal, expiries, a second wave, then the audit of every store.
  */
 import { randomUUID } from 'node:crypto';
-import { freePort } from '../src/demo/processes';
-import { runDemo, DEFAULT_DEMO } from '../src/demo/run';
+import { freePort } from '../tools/shared/processes';
+import { runDemo, DEFAULT_DEMO } from '../tools/demo/run';
 
 test('2,000 buyers, 200 units, 10 s payment window: every unit ends PAID, nothing oversold, audit passes', async () => {
   const lines: string[] = [];

@@ -10,10 +10,10 @@ import type { Pool } from 'pg';
 import { auditSale } from '../src/audit';
 import { loadConfig, type Config } from '../src/config';
 import { createPool } from '../src/db';
-import type { OrderView } from '../src/domain';
-import { createKafka } from '../src/events';
-import { createRedis, ReservationStore, saleKeys, type FlashRedis } from '../src/reservations';
-import { createSale, loadSale, type Sale } from '../src/sales';
+import type { OrderView } from '../src/order/types';
+import { createKafka } from '../src/kafka';
+import { createRedis, ReservationStore, saleKeys, type FlashRedis } from '../src/reservation/store';
+import { createSale, loadSale, type Sale } from '../src/sale/sales';
 
 /**
  * Configuration for a test: silent logs, a free API port, a task queue no other suite polls, purchases without
@@ -190,7 +190,7 @@ export async function settledAudit(
 }
 
 
-export { freePort } from '../src/demo/processes';
+export { freePort } from '../tools/shared/processes';
 
 /**
  * One HTTP request through node:http, for methods fetch will not send (TRACE) or does not know (QUERY), and for

@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel, type Admin, type Consumer } from 'kafkajs';
 import type { Config } from '../src/config';
-import type { OrderEvent } from '../src/domain';
+import type { OrderEvent } from '../src/order/events';
 
 export interface CollectOptions {
   /** Keep reading until this holds for the events collected so far (default: as soon as caught up). */

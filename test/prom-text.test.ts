@@ -1,5 +1,5 @@
 /** Reading Prometheus text expositions as the demo and the drain bench read Core's worker metrics (pure logic). */
-import { bucketQuantile, countAbove, counter, histogram } from '../src/promText';
+import { bucketQuantile, countAbove, counter, histogram } from '../tools/shared/promText';
 
 const TEXT = [
   '# HELP temporal_sticky_cache_miss x',

@@ -8,10 +8,11 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { isConstraintViolation } from '../db';
-import { orderEvent, type OrderEvent, type OrderInput, type OrderStatus, type PayResult, type Payment } from '../domain';
-import type { EventPublisher } from '../events';
-import * as orders from '../orders';
-import type { ReservationStore } from '../reservations';
+import { orderEvent, type OrderEvent } from '../order/events';
+import type { OrderInput, OrderStatus, PayResult, Payment } from '../order/types';
+import type { EventPublisher } from '../order/publisher';
+import * as orders from '../order/store';
+import type { ReservationStore } from '../reservation/store';
 
 export interface ActivityDeps {
   pool: Pool;

@@ -7,38 +7,20 @@ import { METHODS } from 'node:http';
 import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
 import Koa, { type Context, type Next } from 'koa';
-import type { Pool } from 'pg';
-import { devTokensServed, type Config } from '../config';
+import { devTokensServed } from '../config';
 import { isConstraintViolation } from '../db';
 import type { Logger } from '../logger';
-import type { FlashRedis, ReservationStore } from '../reservations';
-import { getSaleHandler, createSaleHandler, loadStockHandler } from './admin';
+import { getSaleHandler, createSaleHandler, loadStockHandler } from './routes/admin';
 import { buyerAuth, buyerAuthenticator, staticBearer, type BuyerState } from './auth';
-import type { Catalog } from './catalog';
+import type { AppDeps } from './deps';
 import { isUnavailable, reply, type ErrorCode } from './errors';
-import type { Metrics } from './metrics';
-import { metricsHandler, openApiDocument, readinessHandler } from './ops';
-import { getOrderHandler, paymentHandler } from './orders';
-import type { OrderWorkflows } from './orderWorkflows';
-import { purchaseRoute } from './purchase';
+import { metricsHandler, openApiDocument, readinessHandler } from './routes/ops';
+import { getOrderHandler, paymentHandler } from './routes/orders';
+import { purchaseRoute } from './routes/purchase';
 import { RateLimits, replyRateLimited } from './rateLimits';
 import { SaleGates } from './saleGate';
-import { devTokenHandler, saleAssetHandler, salePageHandler, saleViewHandler, serverTimeHandler } from './saleView';
-import type { SoldOutFlags } from './soldOut';
-import type { Starter } from './starter';
+import { devTokenHandler, saleAssetHandler, salePageHandler, saleViewHandler, serverTimeHandler } from './routes/saleView';
 
-export interface AppDeps {
-  config: Config;
-  log: Logger;
-  pool: Pool;
-  redis: FlashRedis;
-  store: ReservationStore;
-  workflows: OrderWorkflows;
-  catalog: Catalog;
-  soldOut: SoldOutFlags;
-  metrics: Metrics;
-  starter: Pick<Starter, 'notice'>;
-}
 
 /**
  * @returns a function that answers a thrown error as JSON and returns the code it answered: known HTTP

@@ -13,7 +13,7 @@ import { LRUCache } from 'lru-cache';
 import type { Context, Next } from 'koa';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
-import { BUYER_ID } from '../domain';
+import { BUYER_ID } from '../ids';
 import { reply } from './errors';
 
 export interface BuyerState {

@@ -46,7 +46,7 @@ export type ErrorCode = keyof typeof STATUS_OF;
 export const RETRY_AFTER_S = 1;
 
 // A reply without details is a constant: serialized once, not on every sold-out answer. A string, so that Node
-// writes headers and body as one piece (bench/soldout.ts could not tell it from a Buffer's two pieces).
+// writes headers and body as one piece (tools/bench/soldout.ts could not tell it from a Buffer's two pieces).
 const BODY_OF = new Map(Object.keys(STATUS_OF).map((code) => [code, JSON.stringify({ error: code })]));
 
 /** Sets status and JSON body `{ "error": code, ...details }` for code; 503s carry Retry-After. */

@@ -1,6 +1,6 @@
 /**
  * API process (`npm run api`): assembles the Koa app from its clients and serves it, and runs the starter that
- * starts the accepted orders' workflows (starter.ts). SIGINT/SIGTERM stop accepting, let in-flight requests
+ * starts the accepted orders' workflows (src/starter/starter.ts). SIGINT/SIGTERM stop accepting, let in-flight requests
  * finish (up to 10 s), stop the starter (its starts in flight finish), then close the clients.
  */
 import { randomUUID } from 'node:crypto';
@@ -11,16 +11,16 @@ import type { Duplex } from 'node:stream';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createLogger, type Logger } from '../logger';
-import { createRedis, ReservationStore } from '../reservations';
-import { StartQueue } from '../startQueue';
+import { createRedis, ReservationStore } from '../reservation/store';
+import { StartQueue } from '../reservation/startQueue';
 import { createApp } from './app';
 import { clientErrorResponse } from './errors';
 import { Catalog } from './catalog';
 import { createMetrics } from './metrics';
 import { startOrderWorkflows, type OrderWorkflows } from './orderWorkflows';
-import { RecentSales } from './recentSales';
+import { RecentSales } from '../starter/recentSales';
 import { SoldOutFlags } from './soldOut';
-import { Starter } from './starter';
+import { Starter } from '../starter/starter';
 
 const DRAIN_MS = 10_000;
 
@@ -38,7 +38,7 @@ export interface RunningApi {
 export async function startApi(config: Config, log: Logger = createLogger(config.LOG_LEVEL, 'api')): Promise<RunningApi> {
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
   // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects. Auto-pipelining
-  // sends the reservations of one event-loop turn in one write: in bench/accept.ts the API's CPU per accepted
+  // sends the reservations of one event-loop turn in one write: in tools/bench/accept.ts the API's CPU per accepted
   // purchase fell from 282 to 248 µs (appendfsync always) and Redis' from 114 to 74 µs, each write to an idle
   // Redis having cost a syscall and its wake-up.
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 1, enableOfflineQueue: false, enableAutoPipelining: true });

@@ -2,7 +2,7 @@
  * The API's gateway to the order workflows, with @temporalio/client running in a worker thread
  * (temporalThread.ts). Why a thread: the client keeps each call's deadline and metadata in an
  * AsyncLocalStorage, and in Node 20 an enabled AsyncLocalStorage installs an async hook that every promise
- * and async resource of its thread then pays, every sold-out answer included (bench/soldout.ts: a bare Koa
+ * and async resource of its thread then pays, every sold-out answer included (tools/bench/soldout.ts: a bare Koa
  * server with one AsyncLocalStorage enabled answered ~13% fewer requests a second than without). In its own
  * thread that hook only costs the Temporal calls, which are a few per cent of the requests.
  */
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
-import type { OrderInput, Payment } from '../domain';
+import type { OrderInput, Payment } from '../order/types';
 
 /** What the API asks of Temporal. Unmapped failures reject with an Error carrying Temporal's name, message and code. */
 export interface Operations {

@@ -4,7 +4,7 @@
  * units came back (expired or rejected orders), so staleness is bounded by recheckMs; one MGET per sale per
  * tick, whatever the request rate.
  */
-import type { ReservationStore } from '../reservations';
+import type { ReservationStore } from '../reservation/store';
 
 export class SoldOutFlags {
   /** itemId → saleId of items believed sold out. */

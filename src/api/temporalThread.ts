@@ -7,7 +7,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { type Client, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import type { Config } from '../config';
-import type { OrderInput, Payment } from '../domain';
+import type { OrderInput, Payment } from '../order/types';
 import { connectTemporal, startOrderWorkflow } from '../temporal';
 import { paidSignal } from '../workflows/definitions';
 import type { Operations, SerializedError, ThreadReply, ThreadRequest } from './orderWorkflows';

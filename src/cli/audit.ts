@@ -6,9 +6,9 @@ import { parseArgs } from 'node:util';
 import { auditSale, formatAudit, type AuditReport } from '../audit';
 import { loadConfig } from '../config';
 import { createPool } from '../db';
-import { parseId } from '../domain';
-import { createKafka } from '../events';
-import { createRedis, ReservationStore } from '../reservations';
+import { parseId } from '../ids';
+import { createKafka } from '../kafka';
+import { createRedis, ReservationStore } from '../reservation/store';
 import { connectTemporal } from '../temporal';
 
 async function main(): Promise<AuditReport> {

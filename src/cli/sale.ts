@@ -10,9 +10,9 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config';
 import { createPool } from '../db';
-import { parseId } from '../domain';
-import { createRedis, ReservationStore } from '../reservations';
-import { createSale, findSale, loadSale, SaleInput, type Sale } from '../sales';
+import { parseId } from '../ids';
+import { createRedis, ReservationStore } from '../reservation/store';
+import { createSale, findSale, loadSale, SaleInput, type Sale } from '../sale/sales';
 
 class UsageError extends Error {}
 

@@ -10,8 +10,10 @@ import type { Consumer, KafkaMessage } from 'kafkajs';
 import type { Pool } from 'pg';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
-import { isOrderId, MAX_INT4, type OrderEvent } from '../domain';
-import { createKafka } from '../events';
+import { MAX_INT4 } from '../ids';
+import type { OrderEvent } from '../order/events';
+import { isOrderId } from '../order/types';
+import { createKafka } from '../kafka';
 import { createLogger, type Logger } from '../logger';
 
 /** Consumer group of the ledger; a second ledger process in the same group shares the partitions. */

@@ -4,7 +4,7 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { OrderView, PayResult, Payment } from '../domain';
+import type { OrderView, PayResult, Payment } from '../order/types';
 
 /** Fire-and-forget "paid" from the payment service; a late one yields a PaymentRefundRequired event. */
 export const paidSignal = defineSignal<[Payment]>('paid');

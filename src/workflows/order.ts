@@ -8,7 +8,7 @@
  * or the payment route, which writes PostgreSQL itself and then signals, or, for an order with no row yet,
  * inserts it PAID and does not: this workflow's first task finds it so) is a conditional UPDATE that needs
  * the order PENDING with its deadline ahead by PostgreSQL's clock; the expiry, run when the timer fires (at or
- * after the deadline, see below), is one that needs it PENDING (src/orders.ts). Exactly one wins, and the
+ * after the deadline, see below), is one that needs it PENDING (src/order/store.ts). Exactly one wins, and the
  * workflow follows the row. So a local activity that runs inside a workflow task the server refuses (a signal
  * landed meanwhile) has only done what PostgreSQL had decided, and its replay does it again, with one effect (I5).
  *
@@ -19,7 +19,8 @@
  */
 import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, patched, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities, Settled } from '../activities';
-import { orderEvent, PAYMENT_ID, type OrderInput, type OrderView, type PayResult, type Payment } from '../domain';
+import { orderEvent } from '../order/events';
+import { PAYMENT_ID, type OrderInput, type OrderView, type PayResult, type Payment } from '../order/types';
 import { OrderStatusKey, paidSignal, payUpdate, statusQuery } from './definitions';
 
 const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };

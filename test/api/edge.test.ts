@@ -7,8 +7,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { SaleGates } from '../../src/api/saleGate';
-import { saleKeys } from '../../src/reservations';
-import type { Sale } from '../../src/sales';
+import { saleKeys } from '../../src/reservation/store';
+import type { Sale } from '../../src/sale/sales';
 import { buyerToken, createTestSale, eventually, testConfig } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';
 import { useAppHarness } from './harness';

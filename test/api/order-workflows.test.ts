@@ -8,7 +8,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Client } from '@temporalio/client';
 import { isUnavailable } from '../../src/api/errors';
 import { startOrderWorkflows, type OrderWorkflows } from '../../src/api/orderWorkflows';
-import type { OrderInput } from '../../src/domain';
+import type { OrderInput } from '../../src/order/types';
 import { createLogger } from '../../src/logger';
 import { connectTemporal } from '../../src/temporal';
 import { ItemIdKey, OrderStatusKey, SaleIdKey, UserIdKey } from '../../src/workflows/definitions';

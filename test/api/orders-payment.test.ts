@@ -7,8 +7,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { findOrder } from '../../src/orders';
-import type { Sale } from '../../src/sales';
+import { findOrder } from '../../src/order/store';
+import type { Sale } from '../../src/sale/sales';
 import { buyerToken, eventually, createTestSale, orderResult, testConfig, type Clients } from '../helpers';
 import type { Http } from '../openapi';
 import { useAppHarness } from './harness';

@@ -9,9 +9,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../src/api/main';
-import { saleKeys } from '../../src/reservations';
+import { saleKeys } from '../../src/reservation/store';
 import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
+import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker/main';
 import { bounded, buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http, type ApiReply, type Http } from '../openapi';
 

@@ -5,9 +5,9 @@
  * starts workflows for these orders.
  */
 import { randomUUID } from 'node:crypto';
-import type { OrderInput } from '../../src/domain';
-import { saleKeys } from '../../src/reservations';
-import type { Sale } from '../../src/sales';
+import type { OrderInput } from '../../src/order/types';
+import { saleKeys } from '../../src/reservation/store';
+import type { Sale } from '../../src/sale/sales';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
 
 const config = testConfig();

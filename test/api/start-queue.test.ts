@@ -16,12 +16,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../src/api/main';
-import { startChild } from '../../src/demo/processes';
-import { findOrder } from '../../src/orders';
-import { saleKeys } from '../../src/reservations';
-import { STARTER_GROUP } from '../../src/startQueue';
+import { startChild } from '../../tools/shared/processes';
+import { findOrder } from '../../src/order/store';
+import { saleKeys } from '../../src/reservation/store';
+import { STARTER_GROUP } from '../../src/reservation/startQueue';
 import { startOrderWorkflow } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker } from '../../src/worker';
+import { buildWorkflowBundle, startWorker } from '../../src/worker/main';
 import {
   bounded,
   buyerToken,
@@ -37,7 +37,7 @@ import {
 } from '../helpers';
 import { countByType, uniqueEvents, type EventTap } from '../kafka';
 import { http, type ApiReply } from '../openapi';
-import { openRelay, type Relay } from '../../src/chaos/relay';
+import { openRelay, type Relay } from '../../tools/chaos/relay';
 import { useWorkflowHarness } from '../workflow/harness';
 
 const config = testConfig();

@@ -14,10 +14,10 @@ import { Writable } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import pino from 'pino';
 import { startApi, type RunningApi } from '../../src/api/main';
-import { newOrderId } from '../../src/orderId';
-import { saleKeys } from '../../src/reservations';
+import { newOrderId } from '../../src/order/id';
+import { saleKeys } from '../../src/reservation/store';
 import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker';
+import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker/main';
 import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http } from '../openapi';
 

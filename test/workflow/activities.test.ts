@@ -7,12 +7,13 @@
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { createActivities, type Activities } from '../../src/activities';
-import type { OrderInput } from '../../src/domain';
-import { createKafka, EventPublisher } from '../../src/events';
+import type { OrderInput } from '../../src/order/types';
+import { createKafka } from '../../src/kafka';
+import { EventPublisher } from '../../src/order/publisher';
 import type { Pool } from 'pg';
-import { findOrder, payOrder, persistOrder, storePaidOrder } from '../../src/orders';
-import { saleKeys } from '../../src/reservations';
-import type { Sale } from '../../src/sales';
+import { findOrder, payOrder, persistOrder, storePaidOrder } from '../../src/order/store';
+import { saleKeys } from '../../src/reservation/store';
+import type { Sale } from '../../src/sale/sales';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';
 

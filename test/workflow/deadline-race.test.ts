@@ -6,9 +6,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { auditSale } from '../../src/audit';
-import type { OrderInput } from '../../src/domain';
-import { createKafka } from '../../src/events';
-import { findOrder } from '../../src/orders';
+import type { OrderInput } from '../../src/order/types';
+import { createKafka } from '../../src/kafka';
+import { findOrder } from '../../src/order/store';
 import { startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
 import { createTestSale, testConfig, type Clients } from '../helpers';

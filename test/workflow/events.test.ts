@@ -7,8 +7,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Kafka, ProducerConfig } from 'kafkajs';
 import { readSaleEvents } from '../../src/audit';
-import { orderEvent, type OrderEvent } from '../../src/domain';
-import { createKafka, EventPublisher } from '../../src/events';
+import { orderEvent, type OrderEvent } from '../../src/order/events';
+import { createKafka } from '../../src/kafka';
+import { EventPublisher } from '../../src/order/publisher';
 import { testConfig } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';
 

@@ -1,6 +1,6 @@
 /**
  * The Kafka broker stopped for longer than the publishing local activity's timeout (30 s), then started again,
- * through the stack's own script: a publish gives up within about 20 s (src/events.ts), before the activity's
+ * through the stack's own script: a publish gives up within about 20 s (src/order/publisher.ts), before the activity's
  * retry sends anew, so the attempts never overlap. Afterwards every order has ended, consistently across the
  * stores (the audit), each of its events is on the topic exactly once, and none lands after the order's final
  * event (OrderPaid, OrderExpired) in its partition, but the refunds that follow a refused payment.
@@ -8,7 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import type { OrderInput } from '../../src/domain';
+import type { OrderInput } from '../../src/order/types';
 import { startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
 import { createTestSale, settledAudit, testConfig } from '../helpers';

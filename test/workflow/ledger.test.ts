@@ -8,8 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Admin } from 'kafkajs';
 import { startLedger, type RunningLedger } from '../../src/consumers/ledger';
-import { orderEvent, type OrderEvent } from '../../src/domain';
-import { createKafka, EventPublisher } from '../../src/events';
+import { orderEvent, type OrderEvent } from '../../src/order/events';
+import { createKafka } from '../../src/kafka';
+import { EventPublisher } from '../../src/order/publisher';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
 
 const config = testConfig();

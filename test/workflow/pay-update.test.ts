@@ -2,7 +2,7 @@
  * Update `pay` against the real dev server (127.0.0.1:7233, namespace flash-sale) with the production worker
  * (startWorker) on a task queue of its own, and the payment route of the real API.
  *
- * PostgreSQL decides every payment against the deadline (src/orders.ts payOrder), so payments racing through
+ * PostgreSQL decides every payment against the deadline (src/order/store.ts payOrder), so payments racing through
  * the update and the route agree. To keep a workflow open while a late payment reaches it, a test holds a row
  * lock that the expiry's sold − 1 needs. The steps are local activities, so while one waits the worker
  * completes its workflow task only as a heartbeat (at 80% of the 10 s task timeout): an update sent
@@ -16,9 +16,9 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import type { PoolClient } from 'pg';
 import type { RunningApi } from '../../src/api/main';
-import type { OrderInput, OrderView, Payment } from '../../src/domain';
-import { findOrder } from '../../src/orders';
-import { saleKeys } from '../../src/reservations';
+import type { OrderInput, OrderView, Payment } from '../../src/order/types';
+import { findOrder } from '../../src/order/store';
+import { saleKeys } from '../../src/reservation/store';
 import { startOrderWorkflow } from '../../src/temporal';
 import { OrderStatusKey, paidSignal, payUpdate } from '../../src/workflows/definitions';
 import { createTestSale, testConfig, until, type Clients } from '../helpers';

@@ -1,7 +1,7 @@
 /**
  * A worker killed mid-batch (SIGKILL: no drain, no goodbye) and replaced: every order still ends, once
  * (I4), and PostgreSQL and Redis agree (I1, I2, I5). The worker runs as its own process (`npx tsx
- * src/worker.ts` on a task queue of its own), as in production. Thirty orders with payment windows spread
+ * src/worker/main.ts` on a task queue of its own), as in production. Thirty orders with payment windows spread
  * over 3–9 s, half paid by signal; the kill lands when the first expiries are being compensated. While it
  * all runs, a sampler reads the item's stock and reservation count in one MULTI: their sum must stay the
  * quantity and the stock never above it (a unit released twice would push it over).
@@ -11,8 +11,8 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
-import type { OrderInput, OrderView } from '../../src/domain';
-import { saleKeys } from '../../src/reservations';
+import type { OrderInput, OrderView } from '../../src/order/types';
+import { saleKeys } from '../../src/reservation/store';
 import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
 import { connectClients, createTestSale, testConfig, until, type Clients } from '../helpers';
@@ -35,9 +35,9 @@ interface WorkerProcess {
   output(): string;
 }
 
-/** Starts `npx tsx src/worker.ts` in a process group of its own, so a signal reaches npx, tsx and node alike. */
+/** Starts `npx tsx src/worker/main.ts` in a process group of its own, so a signal reaches npx, tsx and node alike. */
 function spawnWorker(): WorkerProcess {
-  const child = spawn('npx', ['tsx', 'src/worker.ts'], {
+  const child = spawn('npx', ['tsx', 'src/worker/main.ts'], {
     cwd: ROOT,
     env: { ...process.env, TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE, LOG_LEVEL: 'warn' },
     detached: true,

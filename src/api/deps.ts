@@ -1,0 +1,26 @@
+/**
+ * What the API's routes are built from: the clients and per-process state that src/api/main.ts assembles
+ * (tests assemble the same), handed to each route factory.
+ */
+import type { Pool } from 'pg';
+import type { Config } from '../config';
+import type { Logger } from '../logger';
+import type { FlashRedis, ReservationStore } from '../reservation/store';
+import type { Starter } from '../starter/starter';
+import type { Catalog } from './catalog';
+import type { Metrics } from './metrics';
+import type { OrderWorkflows } from './orderWorkflows';
+import type { SoldOutFlags } from './soldOut';
+
+export interface AppDeps {
+  config: Config;
+  log: Logger;
+  pool: Pool;
+  redis: FlashRedis;
+  store: ReservationStore;
+  workflows: OrderWorkflows;
+  catalog: Catalog;
+  soldOut: SoldOutFlags;
+  metrics: Metrics;
+  starter: Pick<Starter, 'notice'>;
+}

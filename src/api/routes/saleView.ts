@@ -1,0 +1,118 @@
+/**
+ * What a buyer's browser needs before it buys, without a token:
+ * GET /api/flash-sales/sales/{saleId}  the public sale view (name, items with price in minor units and sold out
+ *                                      or not, startsAt, endsAt, serverTime), for a CDN: `Cache-Control: public,
+ *                                      max-age=1` and a weak ETag over everything but serverTime (304 on a match);
+ *                                      from the sale's start to its end it carries the purchase gate (saleGate.ts)
+ * GET /api/flash-sales/time            the server's clock, never cached, for the page's countdown (the view's
+ *                                      serverTime may come from a cached copy)
+ * GET /sale/{saleId}                   the sale page (src/web/: HTML, CSS and one script, served as they are)
+ * POST /api/dev/token {buyerId}        a development buyer token for the page's sign-in, 1 h like `npm run token`;
+ *                                      mounted only with the development JWT secret (config.devTokensServed)
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Context } from 'koa';
+import { z } from 'zod';
+import { BUYER_ID, parseId } from '../../ids';
+import { signBuyerToken } from '../../devTokens';
+import { findSale } from '../../sale/sales';
+import type { AppDeps } from '../deps';
+import { reply } from '../errors';
+import type { SaleGates } from '../saleGate';
+
+/** Seconds a CDN or browser may reuse the view: the page's sold-out marks lag the truth by at most this. */
+const SALE_VIEW_MAX_AGE_S = 1;
+const DEV_TOKEN_LIFETIME_S = 3600;
+
+/**
+ * GET /api/flash-sales/sales/{saleId}: 200 the view (SaleView in openapi.yaml), 304 on a matching If-None-Match,
+ * 400 INVALID_SALE_ID, 404 SALE_NOT_FOUND. @throws pg or ioredis errors (→ 503) when a store is away
+ */
+export function saleViewHandler(deps: AppDeps, gates: SaleGates) {
+  return async function view(ctx: Context): Promise<void> {
+    const saleId = parseId(ctx.params.saleId);
+    if (saleId === undefined) return reply(ctx, 'INVALID_SALE_ID');
+    const sale = await findSale(deps.pool, saleId);
+    if (!sale) return reply(ctx, 'SALE_NOT_FOUND');
+    const stock = await deps.store.stock(
+      saleId,
+      sale.items.map((i) => i.itemId),
+    );
+    const now = Date.now();
+    const open = now >= sale.startsAt.getTime() && now < sale.endsAt.getTime();
+    const content = {
+      saleId,
+      name: sale.name,
+      startsAt: sale.startsAt.toISOString(),
+      endsAt: sale.endsAt.toISOString(),
+      paymentWindowMs: sale.paymentWindowMs,
+      // Stock not loaded reads as sold out: nothing can be bought there until it is.
+      items: sale.items.map((i) => ({ itemId: i.itemId, productId: i.productId, priceMinor: i.priceMinor, currency: i.currency, soldOut: (stock.get(i.itemId) ?? 0) <= 0 })),
+      ...(open && { gate: gates.of(saleId) }),
+    };
+    // A copy cached across the start would hide the gate from the first buyers: no caching in the last second.
+    const maxAgeS = !open && sale.startsAt.getTime() - now < SALE_VIEW_MAX_AGE_S * 1000 ? 0 : SALE_VIEW_MAX_AGE_S;
+    ctx.set('Cache-Control', `public, max-age=${maxAgeS}`);
+    // Weak: two answers with the same content differ in serverTime only (RFC 9110 §8.8.1).
+    ctx.etag = `W/"${createHash('sha256').update(JSON.stringify(content)).digest('base64url').slice(0, 22)}"`;
+    ctx.status = 200;
+    if (ctx.fresh) {
+      ctx.status = 304;
+      return;
+    }
+    ctx.body = { ...content, serverTime: new Date(now).toISOString() };
+  };
+}
+
+/** GET /api/flash-sales/time: `{ serverTime }`, no I/O, `Cache-Control: no-store`. */
+export function serverTimeHandler() {
+  return function time(ctx: Context): void {
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = { serverTime: new Date().toISOString() };
+  };
+}
+
+const WEB = join(__dirname, '..', '..', 'web');
+// The page runs its own script and style sheet only, and in no one else's frame.
+const PAGE_HEADERS = {
+  'Cache-Control': 'public, max-age=60',
+  'X-Content-Type-Options': 'nosniff',
+  'Content-Security-Policy': "default-src 'self'; frame-ancestors 'none'",
+};
+const PAGE_FILES: Record<string, string> = { 'sale.js': 'text/javascript; charset=utf-8', 'sale.css': 'text/css; charset=utf-8' };
+
+/** GET /sale/{saleId}: the page, the same for every sale (its script reads the id from the path). */
+export function salePageHandler() {
+  const html = readFileSync(join(WEB, 'sale.html'), 'utf8');
+  return function page(ctx: Context): void {
+    if (parseId(ctx.params.saleId) === undefined) return reply(ctx, 'INVALID_SALE_ID');
+    ctx.set(PAGE_HEADERS);
+    ctx.type = 'text/html; charset=utf-8';
+    ctx.body = html;
+  };
+}
+
+/** GET /sale/assets/{file}: the page's script and style sheet. */
+export function saleAssetHandler() {
+  const files = new Map(Object.entries(PAGE_FILES).map(([name, type]) => [name, { type, body: readFileSync(join(WEB, name), 'utf8') }]));
+  return function asset(ctx: Context): void {
+    const file = files.get(ctx.params.file);
+    if (!file) return reply(ctx, 'NOT_FOUND');
+    ctx.set(PAGE_HEADERS);
+    ctx.type = file.type;
+    ctx.body = file.body;
+  };
+}
+
+const DevTokenBody = z.object({ buyerId: z.string().regex(BUYER_ID, 'a buyer id: letters, digits and _.@:- up to 128') }).strict();
+
+/** POST /api/dev/token: 200 `{ token, expiresInS }` for a valid buyer id (BUYER_ID), else 400 INVALID_BODY. */
+export function devTokenHandler(deps: AppDeps) {
+  return function devToken(ctx: Context): void {
+    const body = DevTokenBody.safeParse(ctx.request.body);
+    if (!body.success) return reply(ctx, 'INVALID_BODY', { details: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`) });
+    ctx.body = { token: signBuyerToken(deps.config, body.data.buyerId, DEV_TOKEN_LIFETIME_S), expiresInS: DEV_TOKEN_LIFETIME_S };
+  };
+}

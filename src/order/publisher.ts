@@ -1,0 +1,114 @@
+/**
+ * Order events on Kafka (kafkajs): topic flash-sale-orders, key = itemId for per-item ordering, acks from all
+ * in-sync replicas, retries. Duplicates are harmless because every event carries its eventId (I5).
+ */
+import { Partitioners, type Kafka, type Producer } from 'kafkajs';
+import { UNTIL_ANSWERED } from '../kafka';
+import type { OrderEvent } from './events';
+
+/** Most events in one produce request: a few hundred bytes each, far below the broker's 1 MB request limit. */
+const MAX_EVENTS_PER_REQUEST = 500;
+
+interface Waiting {
+  event: OrderEvent;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Publishes order events; each publish resolves once all in-sync replicas have the message.
+ *
+ * One produce request at a time, carrying every event that arrived while the one before was in flight (up to
+ * MAX_EVENTS_PER_REQUEST): kafkajs sends each call as a request of its own, and the idempotent producer has
+ * one in flight, so with one event per request a burst of orders queued one round trip per event.
+ *
+ * One send per event at a time: the local activity that publishes may time out (30 s) and run again while
+ * the broker is away, and a second send of the same event beside the first lands a copy, maybe after the
+ * order's final event. A deadline of the publisher's own, shorter than the activity's, did not stop that: a
+ * send that gives up while a request is in doubt (written to a broker that restarts, its answer lost) may
+ * still have landed, and the retry lands it again (seen in test/workflow/kafka-outage.test.ts). So a send is
+ * never abandoned: on a client made with UNTIL_ANSWERED retries (connecting included) the idempotent producer
+ * retries it until the broker answers, with the same sequence number, which the broker drops if it has it
+ * already; and a publish of an event that is waiting or on its way joins it instead of sending another.
+ */
+export class EventPublisher {
+  /** Events waiting or on their way, by eventId. */
+  private readonly sending = new Map<string, Promise<void>>();
+  private waiting: Waiting[] = [];
+  private inFlight = false;
+
+  private constructor(
+    private readonly producer: Producer,
+    private readonly topic: string,
+  ) {}
+
+  /**
+   * Connects a producer. With idempotent=true, kafkajs' idempotent producer with one request in flight
+   * (more in flight has failed with OUT_OF_ORDER_SEQUENCE_NUMBER), retrying each send until the broker answers
+   * (waits of 300 ms growing to 2 s); otherwise a plain producer, with kafkajs' five retries, whose retried
+   * duplicates consumers drop by eventId.
+   */
+  static async connect(kafka: Kafka, topic: string, idempotent: boolean): Promise<EventPublisher> {
+    // The default (murmur2) partitioner, as Java clients use, so a key lands where other producers put it.
+    const common = { allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner };
+    const producer = kafka.producer(
+      idempotent
+        ? { ...common, idempotent: true, maxInFlightRequests: 1, retry: UNTIL_ANSWERED }
+        : common,
+    );
+    await producer.connect();
+    return new EventPublisher(producer, topic);
+  }
+
+  /**
+   * Sends the event, or joins its send already waiting or on its way.
+   * @throws kafkajs errors the producer does not retry (or, not idempotent, after its retries)
+   */
+  publish(event: OrderEvent): Promise<void> {
+    return this.publishAll([event]);
+  }
+
+  /**
+   * Sends the events in order, in one request unless a request fills up between them (those of one item
+   * go to one partition, so consumers see them in this order), joining any already waiting or on its way.
+   * @throws kafkajs errors the producer does not retry (or, not idempotent, after its retries)
+   */
+  publishAll(events: OrderEvent[]): Promise<void> {
+    const sends = events.map((event) => {
+      const onItsWay = this.sending.get(event.eventId);
+      if (onItsWay) return onItsWay;
+      const send = new Promise<void>((resolve, reject) => this.waiting.push({ event, resolve, reject }));
+      this.sending.set(event.eventId, send);
+      const forget = () => this.sending.delete(event.eventId);
+      send.then(forget, forget);
+      return send;
+    });
+    this.sendWaiting();
+    return Promise.all(sends).then(() => undefined);
+  }
+
+  /** Sends what waits, once no request is in flight, then what waited meanwhile. */
+  private sendWaiting(): void {
+    if (this.inFlight || !this.waiting.length) return;
+    const batch = this.waiting.splice(0, MAX_EVENTS_PER_REQUEST);
+    this.inFlight = true;
+    this.producer
+      .send({
+        topic: this.topic,
+        acks: -1,
+        messages: batch.map(({ event }) => ({ key: String(event.itemId), value: JSON.stringify(event), headers: { eventId: event.eventId, type: event.type } })),
+      })
+      .then(
+        () => batch.forEach((w) => w.resolve()),
+        (err: unknown) => batch.forEach((w) => w.reject(err)),
+      )
+      .finally(() => {
+        this.inFlight = false;
+        this.sendWaiting();
+      });
+  }
+
+  async disconnect(): Promise<void> {
+    await this.producer.disconnect();
+  }
+}

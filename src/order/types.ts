@@ -1,0 +1,57 @@
+/**
+ * The order's vocabulary: statuses, the terms a workflow is started with, payments and their outcomes, and the
+ * view of an order. Pure: safe to import from workflow code.
+ */
+
+export type OrderStatus = 'PENDING' | 'PAID' | 'EXPIRED' | 'REJECTED';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+/** @returns whether text is a lower-case RFC 9562 UUID, the only form our order ids take */
+export function isOrderId(text: string): boolean {
+  return UUID.test(text);
+}
+
+/**
+ * A payment id, the payment service's reference and our idempotency key per payment: printable ASCII, 1–200
+ * characters, so that PostgreSQL, Kafka and every log take it as it is (a NUL byte, say, PostgreSQL refuses).
+ */
+export const PAYMENT_ID = /^[ -~]{1,200}$/;
+
+/** What the purchase route hands to the order's workflow (workflow id = orderId). */
+export interface OrderInput {
+  orderId: string;
+  saleId: number;
+  itemId: number;
+  userId: string;
+  /** Price in minor currency units (cents). */
+  priceMinor: number;
+  paymentWindowMs: number;
+  /** When Redis reserved the unit, ms since the epoch (UTC). */
+  reservedAtMs: number;
+}
+
+/** The payment service's word that an order was paid; amount in minor units. */
+export interface Payment {
+  paymentId: string;
+  amount: number;
+}
+
+/** Answer of the `pay` update: accepted, or why not, so the payment service knows to refund. */
+export type PayResult =
+  | { status: 'PAID'; paymentId: string }
+  | { error: 'PAYMENT_WINDOW_CLOSED' | 'ORDER_NOT_PENDING' | 'AMOUNT_MISMATCH' };
+
+/** Answer of the `status` query, also the workflow's result. */
+export interface OrderView {
+  orderId: string;
+  saleId: number;
+  itemId: number;
+  userId: string;
+  status: OrderStatus;
+  priceMinor: number;
+  /** ISO-8601 UTC end of the payment window. */
+  deadline: string;
+  paymentId?: string;
+  reason?: string;
+}

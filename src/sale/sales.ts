@@ -1,0 +1,142 @@
+/**
+ * Sale set-up: creates a sale event with its items in PostgreSQL and loads (or rebuilds) its stock in Redis.
+ * Used by the admin route and by `npm run sale`.
+ */
+import type { Pool } from 'pg';
+import { z } from 'zod';
+import { inTransaction } from '../db';
+import { liveOrders } from '../order/store';
+import type { ReservationStore } from '../reservation/store';
+
+const LAST_RFC3339_MS = Date.UTC(10000, 0, 1);
+/** Names and product ids: no control characters (PostgreSQL text refuses NUL; the others have no business there). */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const LABEL = /^[^\u0000-\u001f\u007f]+$/;
+
+/** Input of a new sale event; times are ISO-8601, money in minor units, durations in ms. */
+export const SaleInput = z
+  .object({
+    name: z.string().min(1).max(200).regex(LABEL, 'no control characters'),
+    startsAt: z.iso.datetime({ offset: true }),
+    endsAt: z.iso.datetime({ offset: true }),
+    paymentWindowMs: z.number().int().positive().max(86_400_000).default(600_000),
+    items: z
+      .array(
+        z.object({
+          productId: z.string().min(1).max(100).regex(LABEL, 'no control characters'),
+          quantity: z.number().int().min(0).max(10_000_000),
+          priceMinor: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+          currency: z.string().regex(/^[A-Z]{3}$/).default('EUR'),
+        }),
+      )
+      .min(1)
+      .max(1000),
+  })
+  .strict()
+  .refine((s) => Date.parse(s.endsAt) > Date.parse(s.startsAt), { message: 'endsAt must be after startsAt', path: ['endsAt'] })
+  // An offset can push 9999-12-31 into year 10000 in UTC, which RFC 3339 (and our replies) cannot write.
+  .refine((s) => Date.parse(s.endsAt) < LAST_RFC3339_MS, { message: 'endsAt must be before 10000-01-01T00:00:00Z', path: ['endsAt'] })
+  .refine((s) => new Set(s.items.map((i) => i.productId)).size === s.items.length, {
+    message: 'productId must be unique within a sale',
+    path: ['items'],
+  });
+export type SaleInput = z.infer<typeof SaleInput>;
+
+export interface SaleItem {
+  itemId: number;
+  productId: string;
+  quantity: number;
+  sold: number;
+  priceMinor: number;
+  currency: string;
+}
+
+export interface Sale {
+  saleId: number;
+  name: string;
+  startsAt: Date;
+  endsAt: Date;
+  paymentWindowMs: number;
+  items: SaleItem[];
+}
+
+/** Inserts the sale and its items in one transaction. @returns the stored sale with item ids */
+export async function createSale(pool: Pool, input: SaleInput): Promise<Sale> {
+  const saleId = await inTransaction(pool, async (tx) => {
+    const sale = await tx.query<{ id: number }>(
+      'INSERT INTO sale_events (name, starts_at, ends_at, payment_window_ms) VALUES ($1, $2, $3, $4) RETURNING id',
+      // As instants: RFC 3339 allows offsets up to ±23:59, PostgreSQL's input ±15:59.
+      [input.name, new Date(input.startsAt), new Date(input.endsAt), input.paymentWindowMs],
+    );
+    const id = sale.rows[0].id;
+    for (const item of input.items) {
+      await tx.query('INSERT INTO items (sale_id, product_id, quantity, price_minor, currency) VALUES ($1, $2, $3, $4, $5)', [
+        id,
+        item.productId,
+        item.quantity,
+        item.priceMinor,
+        item.currency,
+      ]);
+    }
+    return id;
+  });
+  const sale = await findSale(pool, saleId);
+  if (!sale) throw new Error(`sale ${saleId} vanished after insert`);
+  return sale;
+}
+
+/** @returns the sale with its items, or undefined */
+export async function findSale(pool: Pool, saleId: number): Promise<Sale | undefined> {
+  const sale = await pool.query<Omit<Sale, 'items'>>(
+    `SELECT id AS "saleId", name, starts_at AS "startsAt", ends_at AS "endsAt", payment_window_ms AS "paymentWindowMs"
+     FROM sale_events WHERE id = $1`,
+    [saleId],
+  );
+  if (sale.rowCount !== 1) return undefined;
+  const items = await pool.query<SaleItem>(
+    `SELECT id AS "itemId", product_id AS "productId", quantity, sold, price_minor::float8 AS "priceMinor", currency
+     FROM items WHERE sale_id = $1 ORDER BY id`,
+    [saleId],
+  );
+  return { ...sale.rows[0], items: items.rows };
+}
+
+/**
+ * Sales whose orders may still need care (a workflow to start, a reservation to find): those not ended more
+ * than a day ago, in id order.
+ */
+export async function recentSaleIds(pool: Pool): Promise<number[]> {
+  const res = await pool.query<{ id: number }>(`SELECT id FROM sale_events WHERE ends_at > now() - interval '1 day' ORDER BY id`);
+  return res.rows.map((r) => r.id);
+}
+
+/** Thrown by loadSale when a rebuild would overwrite stock that Redis still holds. */
+export class RebuildRefused extends Error {}
+
+/**
+ * Loads the sale's stock into Redis: quantity − sold per item (sold = pending + paid, I2). Idempotent; with
+ * rebuild, replaces Redis' view of the sale (stock, buyers, reservations) from PostgreSQL after Redis lost data.
+ * A rebuild is refused while Redis still holds the sale's stock, unless forced: reservations whose orders
+ * PostgreSQL has not stored yet (in flight, or backlogged in the worker) would be dropped and their units
+ * sold twice over in Redis.
+ * @returns the loaded sale, or undefined when there is no such sale
+ * @throws RebuildRefused when rebuild is asked without force and any of the sale's stock keys exists
+ */
+export async function loadSale(pool: Pool, store: ReservationStore, saleId: number, rebuild: boolean, force = false): Promise<Sale | undefined> {
+  const sale = await findSale(pool, saleId);
+  if (!sale) return undefined;
+  if (rebuild && !force) {
+    const stock = await store.stock(saleId, sale.items.map((i) => i.itemId));
+    if ([...stock.values()].some((left) => left !== undefined)) {
+      throw new RebuildRefused(`sale ${saleId}: Redis still holds its stock; a rebuild would drop reservations not yet in PostgreSQL (force to override)`);
+    }
+  }
+  const live = rebuild ? await liveOrders(pool, saleId) : [];
+  await store.load(
+    saleId,
+    sale.items.map((item) => ({ itemId: item.itemId, available: item.quantity - item.sold })),
+    live.map((o) => ({ orderId: o.orderId, itemId: o.itemId, userId: o.userId, reservedAtMs: o.reservedAt.getTime() })),
+    rebuild,
+  );
+  return sale;
+}

@@ -1,0 +1,437 @@
+/**
+ * The starter, run by every API process: it reads the sales' start queues (src/reservation/startQueue.ts) through the
+ * consumer group and starts each accepted order's workflow (workflow id = orderId; an id that exists already
+ * counts as started), then acknowledges and deletes the entry (I4). Acceptance rests on Redis; this is where
+ * the accepted orders reach Temporal, at Temporal's pace (DESIGN.md, "Acceptance rests on Redis").
+ *
+ * - At most maxInFlight starts are in flight; entries are read only for free slots.
+ * - RESOURCE_EXHAUSTED, UNAVAILABLE and DEADLINE_EXCEEDED pause all reading (exponential back-off, 100 ms to
+ *   5 s) and the entry is tried again after the pause. Any other failure leaves the entry pending; it comes
+ *   back through the claim below.
+ * - Until the next reading of the task queue's backlog (Temporal's count of workflow tasks waiting for a
+ *   worker, read every BACKLOG_CHECK_MS), at most maxBacklog minus that backlog starts are made: beyond what the
+ *   workers take, starting more only lengthens the queue inside Temporal, where the orders' first tasks compete
+ *   with the tasks that settle others (workflow tasks then outlast their timeout and are run again). Those
+ *   orders wait in Redis instead, accepted and payable.
+ * - Acceptance first: while this process accepts orders at yieldAbovePerS or faster (AcceptancePace), no
+ *   start is made, for at most yieldMaxMs in a row. The starts, their gRPC calls here and the first workflow
+ *   tasks they cause take CPU that the stampede's purchases need, and a queue filled faster than Temporal
+ *   starts drains no later for being started meanwhile; the orders are payable from the 202 on. An idle
+ *   starter also waits out the first window of orders after a quiet one, whose pace is not known yet.
+ * - Entries pending with any starter for claimIdleMs or more are claimed (XAUTOCLAIM): those of a process that
+ *   died, and those that failed here. claimIdleMs exceeds a start's deadline, so a start still in flight
+ *   elsewhere is not claimed; if one is, its second start finds the workflow and counts as started.
+ * - Sales are polled one by one (each on its own key, as Redis Cluster requires), at most POLL_BATCH per turn
+ *   and the busiest first: right away when this process has just reserved in the sale, else at an interval
+ *   that doubles from 10 ms up to MAX_POLL_MS while a sale's queue stays empty. The sales are the recent ones
+ *   (src/sale/sales.ts recentSaleIds) plus those noticed here.
+ */
+import type { OrderInput } from '../order/types';
+import type { Logger } from '../logger';
+import { InvalidEntry, parseEntry, type QueuedOrder, type RawEntry, type StartQueue } from '../reservation/startQueue';
+
+/** Why a start failed, as the metrics label it. */
+export type StartFailure = 'resource_exhausted' | 'unavailable' | 'deadline_exceeded' | 'invalid_entry' | 'other';
+
+export interface StarterDeps {
+  queue: StartQueue;
+  /** Starts the order's workflow; 'already-started' when its id exists. */
+  start(order: OrderInput): Promise<'started' | 'already-started'>;
+  /** The sales whose queues may hold entries (cached by the caller). */
+  saleIds(): Promise<readonly number[]>;
+  /** Workflow tasks waiting for a worker on the order task queue. */
+  taskBacklog(): Promise<number>;
+  /** At most this many minus taskBacklog() starts are made until the next reading. */
+  maxBacklog: number;
+  /** Orders/s accepted here at or above which starts wait (0: they never do, nor for an opening window); see AcceptancePace. */
+  yieldAbovePerS: number;
+  /** Starts wait for the acceptance at most this long in a row (ms). */
+  yieldMaxMs: number;
+  log: Logger;
+  /** This process's name in the consumer group; unique per process. */
+  consumer: string;
+  maxInFlight: number;
+  claimIdleMs: number;
+  onStarted(result: 'started' | 'already-started'): void;
+  /** Told each backlog read. */
+  onBacklog(tasks: number): void;
+  onFailure(cause: StartFailure): void;
+}
+
+const MIN_POLL_MS = 10;
+const BACKLOG_CHECK_MS = 1000;
+/**
+ * Longest wait between two polls of a sale whose queue stays empty. Entries reach a queue through a process
+ * that noticed them (and polls that sale every MIN_POLL_MS); the others find them this way only when that
+ * process did not read them: it died or stopped first, or its buyer got a 503 for a reservation Redis made
+ * but did not answer. An idle API with 207 recent sales (a day of tests) spent 73 ms of CPU a second at 1 s,
+ * 57 ms at 5 s (claims and the depth readings are the rest). It also bounds how often an idle sale is swept
+ * for claims when claimIdleMs/2 is shorter.
+ */
+const MAX_POLL_MS = 5000;
+/** Longest sleep of the loop: it re-reads the list of sales and retries refused starts at least this often. */
+const MAX_SLEEP_MS = 1000;
+/** Sales polled per turn of the loop (each poll is one or two Redis round trips). */
+const POLL_BATCH = 10;
+const BACKOFF_START_MS = 100;
+const BACKOFF_MAX_MS = 5000;
+/** A queue whose oldest entry waits longer than this is logged as behind, at most once per LAG_LOG_MS. */
+const LAG_WARN_MS = 10_000;
+const LAG_LOG_MS = 10_000;
+
+/** The span over which AcceptancePace measures the pace of acceptance. */
+const PACE_WINDOW_MS = 250;
+
+/**
+ * The pace at which this process accepts orders, as the starter's reason to wait: hot while the current or the
+ * previous PACE_WINDOW_MS window saw at least abovePerS orders per second; the first order after a quiet spell
+ * (a whole window without one) opens a window. Starts wait while it is hot, but for at most maxMs in a row;
+ * past that they go on until a whole window has stayed below abovePerS (starts go during such a window too,
+ * and the next hot spell waits anew). A starter with nothing in flight also waits out an opening window, whose
+ * pace is not known before it has passed: going at its first order let a full set of starts, and the workflow
+ * tasks they cause, run beside the first second of a stampede (accept bench: 150–360 µs of Temporal's CPU
+ * and 200–370 µs of the worker's per 202 during it, against 3–17 and 13–23 with the wait). A busy starter
+ * (a drain under way) does not: a trickle of orders would hold every sale's starts a window at a time.
+ * Times in ms, from a monotonic clock (performance.now()).
+ */
+export class AcceptancePace {
+  private windowStart = -Infinity;
+  private count = 0;
+  private previousPerS = 0;
+  private hotSince: number | undefined;
+
+  /** @param abovePerS orders/s; 0 never waits */
+  constructor(
+    private readonly abovePerS: number,
+    private readonly maxMs: number,
+  ) {}
+
+  /** Counts one order accepted at `now`. */
+  accepted(now: number): void {
+    this.roll(now);
+    if (this.count === 0 && this.previousPerS === 0) this.windowStart = now;
+    this.count += 1;
+  }
+
+  /**
+   * @param starterIdle whether the starter has no start in flight or waiting for a retry
+   * @returns 'wait' while hot (for at most maxMs in a row), 'overdue' while hot beyond that, 'opening' while an
+   *   idle starter's opening window has not passed (windowLeftMs says for how long), else 'go'
+   */
+  at(now: number, starterIdle: boolean): 'go' | 'opening' | 'wait' | 'overdue' {
+    this.roll(now);
+    if (this.abovePerS === 0) return 'go';
+    if (Math.max(this.previousPerS, (this.count * 1000) / PACE_WINDOW_MS) < this.abovePerS) {
+      if (starterIdle && this.previousPerS === 0 && this.count > 0) return 'opening';
+      this.hotSince = undefined;
+      return 'go';
+    }
+    this.hotSince ??= now;
+    return now - this.hotSince < this.maxMs ? 'wait' : 'overdue';
+  }
+
+  /** @returns ms until the current window has passed (at least 1) */
+  windowLeftMs(now: number): number {
+    return Math.max(1, this.windowStart + PACE_WINDOW_MS - now);
+  }
+
+  private roll(now: number): void {
+    if (now - this.windowStart < PACE_WINDOW_MS) return;
+    // A window that ended a whole window ago was followed by one without a single order.
+    this.previousPerS = now - this.windowStart < 2 * PACE_WINDOW_MS ? (this.count * 1000) / PACE_WINDOW_MS : 0;
+    this.windowStart = now;
+    this.count = 0;
+  }
+}
+
+/** @returns the back-off class of a start's error (Temporal's gRPC status, as the client thread reports it) */
+export function classify(err: unknown): StartFailure {
+  if (err instanceof InvalidEntry) return 'invalid_entry';
+  const text = `${(err as Error)?.name} ${(err as Error)?.message} ${String((err as { code?: unknown })?.code ?? '')}`;
+  if (/RESOURCE_EXHAUSTED/.test(text)) return 'resource_exhausted';
+  if (/DEADLINE_EXCEEDED/.test(text)) return 'deadline_exceeded';
+  if (/UNAVAILABLE/.test(text)) return 'unavailable';
+  return 'other';
+}
+
+interface SaleState {
+  nextPollAt: number;
+  lastPollAt: number;
+  intervalMs: number;
+  nextClaimAt: number;
+  claimCursor: string;
+}
+
+export class Starter {
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private readonly sales = new Map<number, SaleState>();
+  /** Sales noticed here that the list of sales did not name yet (it is re-read now and then). */
+  private readonly noticed = new Set<number>();
+  /** Entry ids in flight or waiting for a retry here, so a claim does not take them twice. */
+  private readonly held = new Set<string>();
+  private readonly retry: { saleId: number; entry: QueuedOrder }[] = [];
+  private readonly inFlight = new Set<Promise<void>>();
+  private pausedUntil = 0;
+  private backoffMs = 0;
+  /** Ends the loop's current wait: a sleep until the next poll (then idleUntil says until when), or a wait for a slot. */
+  private wake: (() => void) | undefined;
+  private idleUntil = Infinity;
+  private lastLagLog = 0;
+  private nextBacklogCheck = 0;
+  /** Starts still allowed until the next backlog reading. */
+  private budget = 0;
+  private lastReadError = 0;
+  private readonly pace: AcceptancePace;
+  private paceWas: 'go' | 'wait' | 'overdue' = 'go';
+
+  constructor(private readonly deps: StarterDeps) {
+    this.pace = new AcceptancePace(deps.yieldAbovePerS, deps.yieldMaxMs);
+  }
+
+  /** Starts the loop (idempotent). */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  /**
+   * Says that this process has just accepted an order (appended to the sale's queue), which counts toward the
+   * pace of acceptance: poll the sale soon (at most every MIN_POLL_MS, so a stampede's reservations cost one
+   * read per poll, not one each). Wakes the loop only out of an idle sleep that would last longer; a loop
+   * waiting for a free slot, paused by the back-off or waiting for the acceptance is left alone.
+   */
+  notice(saleId: number): void {
+    this.pace.accepted(performance.now());
+    if (!this.sales.has(saleId)) this.noticed.add(saleId);
+    const state = this.stateOf(saleId);
+    state.intervalMs = MIN_POLL_MS;
+    state.nextPollAt = Math.min(state.nextPollAt, Math.max(Date.now(), state.lastPollAt + MIN_POLL_MS));
+    // A sale seen for the first time is due at once (nextPollAt 0) while the loop may sleep for a second.
+    if (state.nextPollAt < this.idleUntil) this.wake?.();
+  }
+
+  /**
+   * Stops reading, waits for the starts in flight (each bounded by the Temporal call deadline) and leaves the
+   * groups where this process holds nothing; entries it still holds stay pending for other starters to claim.
+   */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    await this.loop;
+    await Promise.allSettled(this.inFlight);
+    const holds = new Set(this.retry.map((r) => r.saleId));
+    await Promise.allSettled([...this.sales.keys()].filter((id) => !holds.has(id)).map((id) => this.deps.queue.leave(id, this.deps.consumer)));
+  }
+
+  /**
+   * @returns per watched sale, entries still to start and the oldest one's age (ms); logs the sales whose
+   *   oldest entry waits longer than LAG_WARN_MS (at most once per LAG_LOG_MS)
+   */
+  async depths(nowMs = Date.now()): Promise<Map<number, { waiting: number; oldestAgeMs: number | null }>> {
+    const ids = [...this.sales.keys()];
+    const depths = await Promise.all(ids.map((id) => this.deps.queue.depth(id, nowMs)));
+    const out = new Map(ids.map((id, i) => [id, depths[i]]));
+    const behind = [...out].filter(([, d]) => (d.oldestAgeMs ?? 0) > LAG_WARN_MS);
+    if (behind.length && nowMs - this.lastLagLog >= LAG_LOG_MS) {
+      this.lastLagLog = nowMs;
+      for (const [saleId, d] of behind) this.deps.log.warn({ saleId, ...d, inFlight: this.inFlight.size }, 'start queue behind: accepted orders wait for their workflow');
+    }
+    return out;
+  }
+
+  private stateOf(saleId: number): SaleState {
+    let state = this.sales.get(saleId);
+    if (!state) {
+      state = { nextPollAt: 0, lastPollAt: 0, intervalMs: MIN_POLL_MS, nextClaimAt: 0, claimCursor: '0-0' };
+      this.sales.set(saleId, state);
+    }
+    return state;
+  }
+
+  /** Waits ms (Infinity: until woken); `idle` lets notice() wake it early, else only a freed slot or stop() does. */
+  private sleep(ms: number, idle: boolean): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = Number.isFinite(ms) ? setTimeout(done, ms) : undefined;
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+      this.idleUntil = idle ? Date.now() + ms : -Infinity;
+    }).finally(() => {
+      this.wake = undefined;
+      this.idleUntil = Infinity;
+    });
+  }
+
+  private async run(): Promise<void> {
+    let lastLag = 0;
+    while (this.running) {
+      const now = Date.now();
+      if (now < this.pausedUntil) {
+        await this.sleep(this.pausedUntil - now, false);
+        continue;
+      }
+      if (this.inFlight.size >= this.deps.maxInFlight) {
+        await this.sleep(Infinity, false);
+        continue;
+      }
+      const yieldMs = this.yieldsToAcceptance();
+      if (yieldMs > 0) {
+        await this.sleep(yieldMs, false);
+        continue;
+      }
+      if (await this.waitForWorkers(now)) {
+        await this.sleep(this.nextBacklogCheck - Date.now(), false);
+        continue;
+      }
+      while (this.retry.length && this.inFlight.size < this.deps.maxInFlight && this.budget > 0) {
+        const { saleId, entry } = this.retry.shift() as { saleId: number; entry: QueuedOrder };
+        this.launch(saleId, entry);
+      }
+      try {
+        await this.watch(await this.deps.saleIds());
+        await this.pollDue(now);
+        if (now - lastLag >= LAG_LOG_MS) {
+          lastLag = now;
+          await this.depths(now);
+        }
+      } catch (err) {
+        if (now - this.lastReadError >= LAG_LOG_MS) {
+          this.lastReadError = now;
+          this.deps.log.warn({ err }, 'start queue unreadable; retrying');
+        }
+        this.pause();
+      }
+      const next = Math.min(...[...this.sales.values()].map((s) => s.nextPollAt), Date.now() + MAX_SLEEP_MS);
+      if (this.running && this.inFlight.size < this.deps.maxInFlight && next > Date.now()) await this.sleep(next - Date.now(), true);
+    }
+  }
+
+  /**
+   * Polls the given sales from now on, and stops polling those that left the list (unless entries of theirs wait
+   * here, or this process noticed them and the list does not name them yet).
+   */
+  private async watch(saleIds: readonly number[]): Promise<void> {
+    for (const saleId of saleIds) this.noticed.delete(saleId);
+    const keep = new Set([...saleIds, ...this.noticed, ...this.retry.map((r) => r.saleId)]);
+    for (const saleId of this.sales.keys()) if (!keep.has(saleId)) this.sales.delete(saleId);
+    for (const saleId of saleIds) this.stateOf(saleId);
+  }
+
+  /**
+   * Reads (and every claimIdleMs/2, claims) entries of up to POLL_BATCH sales whose poll is due, for the free
+   * slots: the busiest first (shortest interval), then the longest overdue, so that a sale being sold waits
+   * for at most POLL_BATCH others however many recent sales there are.
+   */
+  private async pollDue(now: number): Promise<void> {
+    const due = [...this.sales]
+      .filter(([, s]) => s.nextPollAt <= now)
+      .sort(([, a], [, b]) => a.intervalMs - b.intervalMs || a.nextPollAt - b.nextPollAt)
+      .slice(0, POLL_BATCH);
+    for (const [saleId, state] of due) {
+      const free = Math.min(this.deps.maxInFlight - this.inFlight.size, this.budget);
+      if (free <= 0 || !this.running || Date.now() < this.pausedUntil) return;
+      const raw: RawEntry[] = [];
+      if (now >= state.nextClaimAt) {
+        const claimed = await this.deps.queue.claim(saleId, this.deps.consumer, this.deps.claimIdleMs, free, state.claimCursor);
+        state.claimCursor = claimed.cursor;
+        // A sweep that went round waits; one that stopped part-way goes on at the next poll.
+        if (claimed.cursor === '0-0') state.nextClaimAt = now + this.deps.claimIdleMs / 2;
+        raw.push(...claimed.entries.filter(([id]) => !this.held.has(id)));
+      }
+      if (raw.length < free) raw.push(...(await this.deps.queue.read(saleId, this.deps.consumer, free - raw.length)));
+      for (const entry of raw) {
+        try {
+          this.launch(saleId, parseEntry(saleId, entry));
+        } catch (err) {
+          this.deps.onFailure(classify(err));
+          this.deps.log.error({ err, saleId }, 'start queue entry cannot be started; it stays pending');
+        }
+      }
+      state.intervalMs = raw.length ? MIN_POLL_MS : Math.min(MAX_POLL_MS, state.intervalMs * 2);
+      state.lastPollAt = now;
+      state.nextPollAt = now + state.intervalMs;
+    }
+  }
+
+  /**
+   * Reads the task queue's backlog once BACKLOG_CHECK_MS has passed and sets the budget of starts until the next
+   * reading. A failed read allows a full budget: the starts then find out for themselves.
+   * @returns whether the budget is spent (starts wait for the next reading)
+   */
+  private async waitForWorkers(now: number): Promise<boolean> {
+    if (now >= this.nextBacklogCheck) {
+      this.nextBacklogCheck = now + BACKLOG_CHECK_MS;
+      const tasks = await this.deps.taskBacklog().catch(() => 0);
+      this.deps.onBacklog(tasks);
+      if (tasks >= this.deps.maxBacklog && this.budget > 0) {
+        this.deps.log.info({ tasks, maxBacklog: this.deps.maxBacklog }, 'starts wait: workflow tasks wait for a worker');
+      }
+      this.budget = Math.max(0, this.deps.maxBacklog - tasks);
+    }
+    return this.budget <= 0;
+  }
+
+  /**
+   * @returns how long starts wait for the acceptance from now (ms; 0: they go); logs when a hot spell begins and
+   *   when it has lasted yieldMaxMs
+   */
+  private yieldsToAcceptance(): number {
+    const now = performance.now();
+    const pace = this.pace.at(now, this.inFlight.size === 0 && this.retry.length === 0);
+    if (pace === 'opening') return this.pace.windowLeftMs(now);
+    if (pace !== this.paceWas) {
+      const fields = { yieldAbovePerS: this.deps.yieldAbovePerS, yieldMaxMs: this.deps.yieldMaxMs };
+      if (pace === 'wait') this.deps.log.info(fields, 'starts wait: this process accepts orders at STARTER_YIELD_ABOVE_PER_S or faster');
+      if (pace === 'overdue') this.deps.log.info(fields, 'starts go on: the acceptance has kept its pace for STARTER_YIELD_MAX_MS');
+      this.paceWas = pace;
+    }
+    return pace === 'wait' ? PACE_WINDOW_MS : 0;
+  }
+
+  /** Pauses reading; the starts that fail during a pause do not lengthen it (one step per round). */
+  private pause(): void {
+    if (Date.now() < this.pausedUntil) return;
+    this.backoffMs = this.backoffMs ? Math.min(BACKOFF_MAX_MS, this.backoffMs * 2) : BACKOFF_START_MS;
+    this.pausedUntil = Date.now() + this.backoffMs;
+  }
+
+  private launch(saleId: number, entry: QueuedOrder): void {
+    this.budget -= 1;
+    this.held.add(entry.entryId);
+    const task = this.deps
+      .start(entry.order)
+      .then(
+        async (result) => {
+          this.backoffMs = 0;
+          this.deps.onStarted(result);
+          this.held.delete(entry.entryId);
+          // Unacknowledged, the entry is claimed later and its start finds the workflow: harmless.
+          await this.deps.queue.done(saleId, [entry.entryId]).catch((err: unknown) => this.deps.log.warn({ err, saleId, orderId: entry.order.orderId }, 'start queue ack failed'));
+        },
+        (err: unknown) => {
+          const cause = classify(err);
+          this.deps.onFailure(cause);
+          if (cause === 'other') {
+            this.held.delete(entry.entryId);
+            this.deps.log.error({ err, saleId, orderId: entry.order.orderId }, 'workflow start failed; the entry is claimed again later');
+            return;
+          }
+          if (Date.now() >= this.pausedUntil) {
+            this.deps.log.warn({ err: (err as Error)?.message, cause, saleId, orderId: entry.order.orderId }, 'workflow start refused; backing off');
+          }
+          this.pause();
+          this.retry.push({ saleId, entry });
+        },
+      )
+      .finally(() => {
+        this.inFlight.delete(task);
+        // A loop waiting for a free slot goes on (one paused goes back to its pause); one sleeping until its next poll is left alone.
+        if (this.idleUntil === -Infinity) this.wake?.();
+      });
+    this.inFlight.add(task);
+  }
+}

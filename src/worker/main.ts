@@ -1,0 +1,107 @@
+/**
+ * Worker process (`npm run worker`): runs orderWorkflow and its activities on the configured task queue, from
+ * a workflow bundle built once at start. SIGINT/SIGTERM drain in-flight tasks and close the clients.
+ */
+import { bundleWorkflowCode, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createActivities } from '../activities';
+import { loadConfig, type Config } from '../config';
+import { createPool } from '../db';
+import { createKafka, UNTIL_ANSWERED } from '../kafka';
+import { EventPublisher } from '../order/publisher';
+import { createLogger } from '../logger';
+import { createRedis, ReservationStore } from '../reservation/store';
+
+type BundleOption = Pick<WorkerOptions, 'workflowBundle'>;
+
+/** Bundles src/workflows once; the result can be handed to several workers. */
+export async function buildWorkflowBundle(): Promise<BundleOption> {
+  const code = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows') });
+  return { workflowBundle: code };
+}
+
+/** A worker and the clients it owns; `shutdown` stops polling, waits for in-flight tasks, then closes them. */
+export interface RunningWorker {
+  worker: Worker;
+  run: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Creates and starts a worker.
+ * @param extraActivities registered beside the order's activities (tools/bench/drain.ts adds its baseline's)
+ * @throws when Temporal, PostgreSQL, Redis or Kafka is unreachable
+ */
+export async function startWorker(config: Config, bundle: BundleOption, extraActivities: Record<string, () => Promise<unknown>> = {}): Promise<RunningWorker> {
+  const pool = createPool(config);
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
+  const events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker', UNTIL_ANSWERED), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+  const connection = await NativeConnection.connect({ address: `${config.TEMPORAL_HOST}:${config.TEMPORAL_PORT}` });
+  const worker = await Worker.create({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    taskQueue: config.TEMPORAL_TASK_QUEUE,
+    ...bundle,
+    activities: { ...extraActivities, ...createActivities({ pool, store: new ReservationStore(redis), events }) },
+    maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
+    maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
+    maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
+    shutdownGraceTime: '10 seconds',
+  });
+  const run = worker.run();
+  return {
+    worker,
+    run,
+    async shutdown() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await run;
+      await Promise.allSettled([connection.close(), events.disconnect(), redis.quit(), pool.end()]);
+    },
+  };
+}
+
+/**
+ * Core's default buckets for a workflow task's execution end at 1 s; these reach the worker's 5 s warning
+ * (TMPRL1104) and the 10 s workflow task timeout, so a dashboard can tell a slow task from one about to time out. ms.
+ */
+const TASK_EXECUTION_BUCKETS_MS = [1, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000];
+
+/**
+ * Installs the Temporal runtime of a worker process: Core's metrics on a Prometheus endpoint when
+ * WORKER_METRICS_PORT is set. Call once per process, before any worker or connection.
+ */
+export function installWorkerRuntime(config: Config): void {
+  if (config.WORKER_METRICS_PORT) {
+    Runtime.install({
+      telemetryOptions: {
+        metrics: {
+          prometheus: {
+            bindAddress: `${config.WORKER_METRICS_HOST}:${config.WORKER_METRICS_PORT}`,
+            histogramBucketOverrides: { temporal_workflow_task_execution_latency: TASK_EXECUTION_BUCKETS_MS },
+          },
+        },
+      },
+    });
+  }
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.LOG_LEVEL, 'worker');
+  installWorkerRuntime(config);
+  const running = await startWorker(config, await buildWorkflowBundle());
+  log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE }, 'worker running');
+  const stop = () => {
+    log.info('shutting down');
+    void running.shutdown().then(() => process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  await running.run;
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

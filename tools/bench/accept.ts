@@ -1,0 +1,212 @@
+/**
+ * Benchmark of the accepting path (`npx tsx tools/bench/accept.ts`): N distinct buyers, one press each, over real
+ * HTTP to the API (its own process, its starter running, a worker process behind it), side by side in the same
+ * run with the Redis reservation alone (reserve.lua through ReservationStore from this process, same
+ * concurrency) as the baseline, once with Redis' `appendfsync always` (the stack's default, a durable 202)
+ * and once with `everysec`, switched with CONFIG SET and put back afterwards. Beside them, driven by the same
+ * crowd, the ceiling: a bare Koa server that answers every purchase 202 and does nothing else (bareAccept.ts),
+ * the most any Koa accepting path could reach here with that crowd on the same cores. For each mode it prints
+ * accepted 202s per second against reservations per second (the ratio), the ceiling's rate as the same ratio
+ * and ours as a share of it (and the bare server's CPU per 202), latency, the time to the last 202, and the
+ * start queue's drain: the time until the last order's workflow was started (Temporal's pace), and where the
+ * HTTP run's CPU went: µs per accepted purchase for the crowd (this process), the API, Redis, Temporal, the
+ * worker and PostgreSQL, read from /proc.
+ * Orders use a 1 s payment window; each mode waits for the worker to end its orders before the next one is
+ * measured. N presses on a sale not yet open (403, nothing written) warm the API first, and as many the bare
+ * server. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
+ *
+ * Options (environment): BENCH_ACCEPT_ORDERS (3000 per mode), BENCH_ACCEPT_CONCURRENCY (100).
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createSigner } from 'fast-jwt';
+import { loadConfig } from '../../src/config';
+import { createPool } from '../../src/db';
+import { CROWD_IP_LIMIT, pressAll, saleGateOf } from '../shared/crowd';
+import { freePort, startChild } from '../shared/processes';
+import { createRedis, ReservationStore, saleKeys } from '../../src/reservation/store';
+import { createSale, loadSale } from '../../src/sale/sales';
+import { connectTemporal } from '../../src/temporal';
+import { appendResult } from '../shared/benchResults';
+import { MACHINE_PARTS, machineCpu, treesCpuMs, type MachineCpu } from '../shared/procCpu';
+
+const ORDERS = Number(process.env.BENCH_ACCEPT_ORDERS ?? 3000);
+const CONCURRENCY = Number(process.env.BENCH_ACCEPT_CONCURRENCY ?? 100);
+const MODES = ['always', 'everysec'] as const;
+
+export interface AcceptFigures {
+  appendfsync: (typeof MODES)[number];
+  orders: number;
+  redisReservePerS: number;
+  acceptedPerS: number;
+  ratio: number;
+  p50Ms: number;
+  p99Ms: number;
+  msToLast202: number;
+  /** 202s per second of the bare Koa server (bareAccept.ts) to the same crowd: what any Koa accepting path could reach here. */
+  ceilingPerS: number;
+  /** ceilingPerS / redisReservePerS: the ratio's ceiling on this machine. */
+  ceiling: number;
+  /** acceptedPerS / ceilingPerS. */
+  ofCeiling: number;
+  /** CPU µs the bare server spent per 202 (cpuUsPer202.api is the same figure for the API). */
+  ceilingServerCpuUsPer202: number;
+  /** From the first press until the start queue was empty (the last workflow started), ±50 ms. */
+  msToLastStarted: number;
+  startsPerS: number;
+  /** CPU µs per accepted purchase during the HTTP run, per part of the machine (from /proc; crowd = this process). */
+  cpuUsPer202: MachineCpu;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function timed<T>(work: () => Promise<T>): Promise<{ ms: number; value: T }> {
+  const t0 = performance.now();
+  const value = await work();
+  return { ms: performance.now() - t0, value };
+}
+
+export async function benchAccept(): Promise<AcceptFigures[]> {
+  const taskQueue = `bench-accept-${randomUUID()}`;
+  // Gate and rate limits on, as deployed; the crowd's one client IP (loopback) has its limit lifted, not removed.
+  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: taskQueue, SALE_GATE_REQUIRED: 'true', RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
+  const barePort = await freePort();
+  const config = loadConfig(env);
+  const pool = createPool(config);
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
+  const store = new ReservationStore(redis);
+  const temporal = await connectTemporal(config);
+  const logs = mkdtempSync(join(tmpdir(), 'bench-accept-'));
+  const children = [
+    startChild('api', 'src/api/main.ts', env, join(logs, 'api.log'), 'api listening'),
+    // As in the demo, the drain's worker yields the CPU to the accepting path on a shared machine.
+    startChild('worker', 'src/worker/main.ts', env, join(logs, 'worker.log'), 'worker running', { nice: 10 }),
+    startChild('bare accept', 'tools/bench/bareAccept.ts', { ...env, API_PORT: String(barePort) }, join(logs, 'bare.log'), 'bare accept listening'),
+  ];
+  const [, original] = (await redis.config('GET', 'appendfsync')) as [string, string];
+  const newSale = async () => {
+    const now = Date.now();
+    const sale = await createSale(pool, {
+      name: `bench-accept-${randomUUID()}`,
+      startsAt: new Date(now - 1000).toISOString(),
+      endsAt: new Date(now + 3_600_000).toISOString(),
+      paymentWindowMs: 1000,
+      items: [{ productId: 'bench', quantity: ORDERS, priceMinor: 100, currency: 'EUR' }],
+    });
+    await loadSale(pool, store, sale.saleId, false);
+    return { saleId: sale.saleId, itemId: sale.items[0].itemId };
+  };
+  try {
+    await Promise.all(children.map((c) => c.ready));
+    const baseUrl = `http://${config.API_HOST}:${config.API_PORT}`;
+    const bareUrl = `http://${config.API_HOST}:${barePort}`;
+    const sign = createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 3_600_000 });
+    const figures: AcceptFigures[] = [];
+    const cpuNow = machineCpu({ api: children[0].process.pid as number, worker: children[1].process.pid as number });
+    // Presses on a sale that has not started, each refused 403 (nothing written), so that both measured runs
+    // meet a warm API (JIT, connections, token checks) and no earlier orders' workflows run meanwhile.
+    const later = await createSale(pool, {
+      name: `bench-accept-warmup-${randomUUID()}`,
+      startsAt: new Date(Date.now() + 3_600_000).toISOString(),
+      endsAt: new Date(Date.now() + 7_200_000).toISOString(),
+      paymentWindowMs: 1000,
+      items: [{ productId: 'warmup', quantity: 1, priceMinor: 100, currency: 'EUR' }],
+    });
+    const warmup = Array.from({ length: ORDERS }, (_, i) => ({ buyer: `w${i}`, itemId: later.items[0].itemId, token: sign({ sub: `warmup-${i}-${randomUUID()}` }) }));
+    for (const url of [baseUrl, bareUrl]) await pressAll({ baseUrl: url, presses: warmup, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 });
+    for (const mode of MODES) {
+      await redis.config('SET', 'appendfsync', mode);
+      const base = await newSale();
+      let next = 0;
+      const redisRun = await timed(() =>
+        Promise.all(
+          Array.from({ length: CONCURRENCY }, async () => {
+            while (next < ORDERS) {
+              const i = next++;
+              await store.reserve({ orderId: randomUUID(), saleId: base.saleId, itemId: base.itemId, userId: `b${i}`, priceMinor: 100, paymentWindowMs: 1000, reservedAtMs: Date.now() });
+            }
+          }),
+        ),
+      );
+      // Those were reservations only: no starter is to start workflows for them.
+      await redis.del(saleKeys(base.saleId).startQueue);
+
+      const barePresses = Array.from({ length: ORDERS }, (_, i) => ({ buyer: `c${i}`, itemId: base.itemId, token: sign({ sub: `ceiling-${mode}-${i}-${randomUUID()}` }) }));
+      // An untimed round first: after the previous mode's drain (minutes of idle polling here) the crowd's first
+      // round measured about twice its CPU per press, and the ceiling half its rate.
+      const pressBare = () => pressAll({ baseUrl: bareUrl, presses: barePresses, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 });
+      await pressBare();
+      const bareCpu = () => treesCpuMs({ bare: children[2].process.pid as number }).bare;
+      const bareCpuBefore = bareCpu();
+      const bareRun = await timed(pressBare);
+      const ceilingServerCpuUsPer202 = Math.round(((bareCpu() - bareCpuBefore) * 1000) / ORDERS);
+      if (bareRun.value.filter((r) => r.status === 202).length !== ORDERS) throw new Error('the bare server did not answer every press 202');
+
+      const ours = await newSale();
+      const presses = Array.from({ length: ORDERS }, (_, i) => ({ buyer: `b${i}`, itemId: ours.itemId, token: sign({ sub: `${mode}-${i}-${randomUUID()}` }) }));
+      const queue = saleKeys(ours.saleId).startQueue;
+      const firstPress = Date.now();
+      let pressing = true;
+      const drained = (async () => {
+        while (pressing || (await redis.xlen(queue)) > 0) await sleep(50);
+        return Date.now() - firstPress;
+      })();
+      const gate = await saleGateOf(baseUrl, ours.saleId, Date.now() + 10_000);
+      const cpuBefore = cpuNow();
+      const httpRun = await timed(() => pressAll({ baseUrl, presses, gate, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 }));
+      pressing = false;
+      const cpuAfter = cpuNow();
+      const accepted = httpRun.value.filter((r) => r.status === 202);
+      if (accepted.length !== ORDERS) throw new Error(`expected ${ORDERS} × 202, got ${accepted.length}`);
+      const latencies = accepted.map((r) => r.latencyMs).sort((a, b) => a - b);
+      const msToLastStarted = await drained;
+      const redisPerS = ORDERS / (redisRun.ms / 1000);
+      const acceptedPerS = ORDERS / (httpRun.ms / 1000);
+      const ceilingPerS = ORDERS / (bareRun.ms / 1000);
+      figures.push({
+        appendfsync: mode,
+        orders: ORDERS,
+        redisReservePerS: Math.round(redisPerS),
+        acceptedPerS: Math.round(acceptedPerS),
+        ratio: Math.round((acceptedPerS / redisPerS) * 1000) / 1000,
+        ceilingPerS: Math.round(ceilingPerS),
+        ceiling: Math.round((ceilingPerS / redisPerS) * 1000) / 1000,
+        ofCeiling: Math.round((acceptedPerS / ceilingPerS) * 1000) / 1000,
+        ceilingServerCpuUsPer202,
+        p50Ms: Math.round(latencies[Math.floor(latencies.length / 2)] * 10) / 10,
+        p99Ms: Math.round(latencies[Math.floor(latencies.length * 0.99)] * 10) / 10,
+        msToLast202: Math.max(...accepted.map((r) => r.answeredAtMs)) - firstPress,
+        msToLastStarted,
+        startsPerS: Math.round(ORDERS / (msToLastStarted / 1000)),
+        cpuUsPer202: Object.fromEntries(MACHINE_PARTS.map((k) => [k, Math.round(((cpuAfter[k] - cpuBefore[k]) * 1000) / ORDERS)])) as MachineCpu,
+      });
+      // Every order expires after its 1 s window: the next mode starts once the worker has ended them all, so
+      // that neither mode is measured beside the other's drain.
+      while ((await temporal.workflow.count(`SaleId = ${ours.saleId} AND ExecutionStatus = "Running"`)).count > 0) await sleep(1000);
+    }
+    return figures;
+  } finally {
+    await redis.config('SET', 'appendfsync', original).catch(() => undefined);
+    await Promise.allSettled(children.map((c) => c.stop()));
+    await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
+  }
+}
+
+if (require.main === module) {
+  benchAccept().then(
+    (figures) => {
+      console.log(`\naccepting path: ${ORDERS} distinct buyers over HTTP (API with its starter, worker) vs the Redis reservation alone, ${CONCURRENCY} in flight; ceiling: a bare Koa 202 to the same crowd`);
+      const rates = (f: AcceptFigures) => Object.fromEntries(Object.entries(f).filter(([key]) => key !== 'cpuUsPer202'));
+      console.table(Object.fromEntries(figures.map((f) => [`appendfsync ${f.appendfsync}`, rates(f)])));
+      console.log('CPU µs per accepted purchase during the HTTP run, by part of the machine (crowd = the bench process):');
+      console.table(Object.fromEntries(figures.map((f) => [`appendfsync ${f.appendfsync}`, f.cpuUsPer202])));
+      appendResult('accept', { concurrency: CONCURRENCY, modes: figures });
+    },
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

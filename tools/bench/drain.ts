@@ -1,0 +1,210 @@
+/**
+ * Benchmark of what one order costs Temporal, the worker and PostgreSQL (`npx tsx tools/bench/drain.ts`): N orders
+ * through the real orderWorkflow on the stack's Temporal, one worker process, and in the same run N minimal
+ * workflows (start → one no-op activity → complete) on the same server and worker as the baseline. Each order
+ * has its unit reserved in Redis first. Every other one is paid by the `paid` signal once its row is in
+ * PostgreSQL (as a payment service that reacts to OrderPlaced), in a sale with a 10 min payment window; the
+ * rest are in a sale with a payment window of BENCH_DRAIN_WINDOW_MS, longer than the backlog so that each
+ * first runs before its deadline, and expire and are compensated. For each kind it prints,
+ * per workflow: workflow tasks and history events (from a sample of histories), CPU ms of the Temporal server,
+ * of the worker and of PostgreSQL (read from /proc), completed workflows per second, and the worker's sticky
+ * cache misses and evictions (Core's metrics: a miss is a run replayed from its history); then each order
+ * figure as a ratio to the minimal workflow's. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
+ *
+ * Options (environment): BENCH_DRAIN_ORDERS (1000), BENCH_DRAIN_IN_FLIGHT (100 starts in flight),
+ * BENCH_DRAIN_WINDOW_MS (60000), BENCH_DRAIN_SAMPLE (40 histories per kind).
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
+import { loadConfig } from '../../src/config';
+import { createPool } from '../../src/db';
+import { freePort, startChild } from '../shared/processes';
+import type { OrderInput } from '../../src/order/types';
+import { createRedis, ReservationStore, saleKeys } from '../../src/reservation/store';
+import { createSale, loadSale } from '../../src/sale/sales';
+import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
+import { paidSignal } from '../../src/workflows/definitions';
+import { stackPid, treesCpuMs } from '../shared/procCpu';
+import { counter } from '../shared/promText';
+import { appendResult } from '../shared/benchResults';
+
+const ORDERS = Number(process.env.BENCH_DRAIN_ORDERS ?? 1000);
+const IN_FLIGHT = Number(process.env.BENCH_DRAIN_IN_FLIGHT ?? 100);
+const WINDOW_MS = Number(process.env.BENCH_DRAIN_WINDOW_MS ?? 60_000);
+const SAMPLE = Number(process.env.BENCH_DRAIN_SAMPLE ?? 40);
+const PRICE = 500;
+const PAID_WINDOW_MS = 600_000;
+
+/** Per-workflow figures of one kind. */
+export interface KindFigures {
+  workflows: number;
+  workflowTasks: number;
+  historyEvents: number;
+  temporalCpuMs: number;
+  workerCpuMs: number;
+  postgresCpuMs: number;
+  /** Temporal + worker + PostgreSQL. */
+  totalCpuMs: number;
+  completedPerS: number;
+  /** Sticky cache misses per workflow: a workflow task for a run the worker did not hold (replayed from history). */
+  stickyMisses: number;
+  /** Runs the worker evicted from its cache to make room, per workflow. */
+  cacheEvictions: number;
+}
+
+/** Runs `work` (which starts `count` workflows of one kind) and measures until none of them runs any more. */
+async function measure(temporal: Client, query: string, count: number, worker: { pid: number; metrics: string }, work: () => Promise<string[]>) {
+  const scrape = async () => {
+    const text = await (await fetch(worker.metrics)).text();
+    return { misses: counter(text, 'temporal_sticky_cache_miss'), evictions: counter(text, 'temporal_sticky_cache_total_forced_eviction') };
+  };
+  const cacheBefore = await scrape();
+  const roots = { temporal: stackPid('temporal/temporal.pid'), worker: worker.pid, postgres: stackPid('pg/data/postmaster.pid') };
+  const before = treesCpuMs(roots);
+  const t0 = Date.now();
+  const ids = await work();
+  while ((await temporal.workflow.count(`${query} AND ExecutionStatus = "Running"`)).count > 0) await new Promise((r) => setTimeout(r, 250));
+  const seconds = (Date.now() - t0) / 1000;
+  const per = (ms: number) => Math.round((ms / count) * 100) / 100;
+  const after = treesCpuMs(roots);
+  const temporalCpuMs = per(after.temporal - before.temporal);
+  const workerCpuMs = per(after.worker - before.worker);
+  const postgresCpuMs = per(after.postgres - before.postgres);
+  const cacheAfter = await scrape();
+  // Histories are read after the CPU figures, so reading them is not charged to the workflows.
+  let tasks = 0;
+  let events = 0;
+  const sample = ids.filter((_, i) => i % Math.max(1, Math.floor(ids.length / SAMPLE)) === 0).slice(0, SAMPLE);
+  for (const id of sample) {
+    const history = await temporal.workflow.getHandle(id).fetchHistory();
+    events += history.events?.length ?? 0;
+    tasks += (history.events ?? []).filter((e) => e.workflowTaskCompletedEventAttributes).length;
+  }
+  return {
+    workflows: count,
+    workflowTasks: Math.round((tasks / sample.length) * 100) / 100,
+    historyEvents: Math.round((events / sample.length) * 100) / 100,
+    temporalCpuMs,
+    workerCpuMs,
+    postgresCpuMs,
+    totalCpuMs: Math.round((temporalCpuMs + workerCpuMs + postgresCpuMs) * 100) / 100,
+    completedPerS: Math.round((count / seconds) * 10) / 10,
+    stickyMisses: per(cacheAfter.misses - cacheBefore.misses),
+    cacheEvictions: per(cacheAfter.evictions - cacheBefore.evictions),
+  } satisfies KindFigures;
+}
+
+/** Runs `start(i)` for i < count with at most IN_FLIGHT in flight. */
+async function startAll(count: number, start: (i: number) => Promise<string>): Promise<string[]> {
+  const ids: string[] = new Array(count);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(IN_FLIGHT, count) }, async () => {
+      while (next < count) {
+        const i = next++;
+        ids[i] = await start(i);
+      }
+    }),
+  );
+  return ids;
+}
+
+export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindFigures; ratio: Record<string, number> }> {
+  const taskQueue = `bench-drain-${randomUUID()}`;
+  const config = loadConfig({ ...process.env, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: taskQueue });
+  const pool = createPool(config);
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
+  const store = new ReservationStore(redis);
+  const temporal = await connectTemporal(config);
+  const logDir = mkdtempSync(join(tmpdir(), 'bench-drain-'));
+  const metricsPort = await freePort();
+  const worker = startChild(
+    'drain worker',
+    'tools/bench/drainWorker.ts',
+    { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue, LOG_LEVEL: 'warn', WORKER_METRICS_PORT: String(metricsPort) },
+    join(logDir, 'worker.log'),
+    'drain worker running',
+  );
+  try {
+    await worker.ready;
+    const workerPid = { pid: worker.process.pid as number, metrics: `http://127.0.0.1:${metricsPort}/metrics` };
+
+    const minimal = await measure(temporal, `TaskQueue = "${taskQueue}" AND WorkflowType = "minimalWorkflow"`, ORDERS, workerPid, () =>
+      startAll(ORDERS, async () => {
+        const handle = await temporal.workflow.start('minimalWorkflow', { workflowId: randomUUID(), taskQueue, args: [] });
+        return handle.workflowId;
+      }),
+    );
+
+    const newSale = async (paymentWindowMs: number) => {
+      const now = Date.now();
+      const sale = await createSale(pool, {
+        name: `bench-drain-${randomUUID()}`,
+        startsAt: new Date(now - 1000).toISOString(),
+        endsAt: new Date(now + 3_600_000).toISOString(),
+        paymentWindowMs,
+        items: [{ productId: 'bench', quantity: ORDERS, priceMinor: PRICE, currency: 'EUR' }],
+      });
+      await loadSale(pool, store, sale.saleId, false);
+      return { saleId: sale.saleId, itemId: sale.items[0].itemId, paymentWindowMs };
+    };
+    const paidSale = await newSale(PAID_WINDOW_MS);
+    const expiringSale = await newSale(WINDOW_MS);
+    const toPay = new Set<string>();
+    let starting = true;
+    // The payment service: pays each order of the paid sale once PostgreSQL has it, looking every 200 ms.
+    const paying = (async () => {
+      while (starting || toPay.size) {
+        await new Promise((r) => setTimeout(r, 200));
+        const stored = await pool.query<{ id: string }>('SELECT id FROM orders WHERE id = ANY($1::uuid[])', [[...toPay]]);
+        for (const { id } of stored.rows) {
+          toPay.delete(id);
+          await temporal.workflow.getHandle(id).signal(paidSignal, { paymentId: `pay-${id}`, amount: PRICE });
+        }
+      }
+    })();
+    const order = await measure(temporal, `SaleId IN (${paidSale.saleId}, ${expiringSale.saleId})`, ORDERS, workerPid, async () => {
+      const ids = await startAll(ORDERS, async (i) => {
+        const paid = i % 2 === 0;
+        const sale = paid ? paidSale : expiringSale;
+        const input: OrderInput = { orderId: randomUUID(), userId: `drain-${i}`, priceMinor: PRICE, reservedAtMs: Date.now(), ...sale };
+        await store.reserve(input);
+        await startOrderWorkflow(temporal, taskQueue, input);
+        if (paid) toPay.add(input.orderId);
+        return input.orderId;
+      });
+      starting = false;
+      await paying;
+      return ids;
+    });
+
+    // The bench starts these workflows itself: their start queue entries are for no starter.
+    await redis.del(saleKeys(paidSale.saleId).startQueue, saleKeys(expiringSale.saleId).startQueue);
+    const ratio = Object.fromEntries(
+      (Object.keys(order) as (keyof KindFigures)[])
+        .filter((k) => k !== 'workflows')
+        .map((k) => [k, minimal[k] ? Math.round((order[k] / minimal[k]) * 100) / 100 : 0]),
+    );
+    return { minimal, order, ratio };
+  } finally {
+    await worker.stop();
+    await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
+  }
+}
+
+if (require.main === module) {
+  benchDrain().then(
+    (f) => {
+      console.log(`\norder cost: ${ORDERS} orders (half paid by signal once stored, half expired after ${WINDOW_MS} ms) vs ${ORDERS} minimal workflows, ${IN_FLIGHT} starts in flight, one worker`);
+      console.table({ minimal: f.minimal, order: f.order, 'order / minimal': f.ratio });
+      appendResult('drain', { orders: ORDERS, inFlight: IN_FLIGHT, windowMs: WINDOW_MS, ...f });
+    },
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

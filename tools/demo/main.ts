@@ -1,0 +1,50 @@
+/**
+ * `npm run demo [-- options]`: runs a whole flash sale on the real stack (see tools/demo/run.ts), prints live
+ * progress, the report and the audit; exits 1 when the audit fails. Options (defaults in DEFAULT_DEMO):
+ *   --buyers N  --quantity N  --items N  --pay-share 0..1  --payment-window-ms MS  --second-wave N
+ *   --impatient-share 0..1  --concurrency N  --rate REQ_PER_S  --port N
+ */
+import { parseArgs } from 'node:util';
+import { DEFAULT_DEMO, renderMarkdown, runDemo, type DemoOptions } from './run';
+
+const FLAGS: Record<string, keyof typeof DEFAULT_DEMO> = {
+  buyers: 'buyers',
+  quantity: 'quantity',
+  items: 'items',
+  'pay-share': 'payShare',
+  'payment-window-ms': 'paymentWindowMs',
+  'second-wave': 'secondWaveBuyers',
+  'impatient-share': 'impatientShare',
+  concurrency: 'concurrency',
+  rate: 'rate',
+  port: 'apiPort',
+};
+
+function options(): DemoOptions {
+  const { values } = parseArgs({ options: Object.fromEntries(Object.keys(FLAGS).map((f) => [f, { type: 'string' as const }])) });
+  const chosen: DemoOptions = { ...DEFAULT_DEMO, print: (line) => console.log(line) };
+  for (const [flag, key] of Object.entries(FLAGS)) {
+    const text = values[flag];
+    if (text === undefined) continue;
+    const value = Number(text);
+    const isShare = key === 'payShare' || key === 'impatientShare';
+    if (!Number.isFinite(value) || value < 0 || (isShare ? value > 1 : !Number.isInteger(value))) {
+      console.error(`--${flag} ${text}: expected ${isShare ? 'a number from 0 to 1' : 'a whole number >= 0'}`);
+      process.exit(2);
+    }
+    (chosen as unknown as Record<string, number>)[key] = value;
+  }
+  return chosen;
+}
+
+runDemo(options()).then(
+  (result) => {
+    console.log(`\n${renderMarkdown(result)}`);
+    console.log(`Report written to ${result.reportFiles.join(' and ')}`);
+    process.exit(result.audit.ok ? 0 : 1);
+  },
+  (err) => {
+    console.error(`demo failed: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  },
+);

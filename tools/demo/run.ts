@@ -1,0 +1,594 @@
+/**
+ * The main job: a whole flash sale on the real stack. Creates a sale, starts the API and the worker as
+ * processes, lets a crowd of buyers with real signed JWTs press "buy" at the sale's start, pays a share of
+ * the accepted orders (half through the payment route, which takes payments from the 202 on, half through
+ * the `paid` signal once the order is stored, which a late-started workflow may receive after its deadline:
+ * then it is refunded), lets the rest expire, sends a second wave of new buyers for the units that came back
+ * (and pays all of those through the route), then audits every store and writes a report (JSON and Markdown)
+ * under reports/. The report also charges wave 1's drain to Temporal, the worker and PostgreSQL (CPU ms per
+ * order, from /proc) beside the drain bench's minimal-workflow baseline, and shows the worker's workflow task
+ * latencies (Core's metrics), the workflow task timeouts and failures in every order's history, and how long
+ * payments took to be answered.
+ */
+import { randomInt, randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { createSigner } from 'fast-jwt';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { temporal as proto } from '@temporalio/proto';
+import { request } from 'undici';
+import { auditSale, formatAudit, type AuditReport } from '../../src/audit';
+import { latestResult } from '../shared/benchResults';
+import { loadConfig, type Config } from '../../src/config';
+import { createPool } from '../../src/db';
+import { createKafka } from '../../src/kafka';
+import { MACHINE_PARTS, machineCpu, type MachineCpu } from '../shared/procCpu';
+import { bucketQuantile, countAbove, counter, histogram } from '../shared/promText';
+import { createRedis, ReservationStore, saleKeys } from '../../src/reservation/store';
+import { createSale, loadSale } from '../../src/sale/sales';
+import { connectTemporal } from '../../src/temporal';
+import { paidSignal } from '../../src/workflows/definitions';
+import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press, type PressResult } from '../shared/crowd';
+import { freePort, startChild, type Child } from '../shared/processes';
+import { latencySummary } from './stats';
+
+export interface DemoOptions {
+  /** Units per item. */
+  quantity: number;
+  items: number;
+  /** Distinct buyers in the first wave. */
+  buyers: number;
+  /** Share of buyers who press several times. */
+  impatientShare: number;
+  impatientPresses: number;
+  /** Share of first-wave orders the payment service pays. */
+  payShare: number;
+  paymentWindowMs: number;
+  /** Distinct new buyers in the second wave (all of their orders are paid). */
+  secondWaveBuyers: number;
+  concurrency: number;
+  /** Requests/s; 0 = as fast as possible. */
+  rate: number;
+  priceMinor: number;
+  apiPort: number;
+  taskQueue: string;
+  /** Hard cap on the whole run, ms. */
+  maxDurationMs: number;
+  reportDir: string;
+  /** Progress lines go here. */
+  print: (line: string) => void;
+}
+
+export const DEFAULT_DEMO: Omit<DemoOptions, 'print'> = {
+  quantity: 10_000,
+  items: 1,
+  buyers: 100_000,
+  impatientShare: 0.1,
+  impatientPresses: 3,
+  payShare: 0.7,
+  paymentWindowMs: 30_000,
+  secondWaveBuyers: 10_000,
+  concurrency: 200,
+  rate: 0,
+  priceMinor: 1999,
+  apiPort: 3000,
+  taskQueue: 'flash-sale-orders',
+  maxDurationMs: 45 * 60_000,
+  reportDir: 'reports',
+};
+
+export interface WaveSummary {
+  requests: number;
+  durationMs: number;
+  offeredRate: number;
+  servedRate: number;
+  statusCounts: Record<string, number>;
+  latencyAcceptedMs: ReturnType<typeof latencySummary>;
+  latencySoldOutMs: ReturnType<typeof latencySummary>;
+  accepted: number;
+  msToLastAccepted: number | null;
+  /**
+   * To the 202 that sold the wave's last unit on offer (its units-th): later 202s, if any, resold units that
+   * came back meanwhile (an unpaid order's window ended during the wave). Null when they did not all sell.
+   */
+  msToSoldOut: number | null;
+}
+
+export interface DemoResult {
+  saleId: number;
+  options: Omit<DemoOptions, 'print'>;
+  machine: { cores: number; node: string };
+  waves: WaveSummary[];
+  /** Wave 1: sale start → the start queue empty (the last accepted order's workflow started), ±100 ms. */
+  msFromStartToLastStarted: number;
+  msFromStartToLastPersisted: number | null;
+  /**
+   * The run's stages, ms: setup (processes, tokens, warm-up) until the sale opens; the sale, until every order of
+   * both waves is final and its workflow ended; the checks (audit and history scan) after it.
+   */
+  stagesMs: { setup: number; sale: number; checks: number };
+  payments: Record<string, number>;
+  /** Per attempt, from request to answer: the payment route (any status) and the `paid` signal. */
+  paymentLatencyMs: { route: LatencyWithMax; signal: LatencyWithMax };
+  /**
+   * Wave 1 from its first press to the CPU sample just after its sold-out 202 (msToSoldOut; samples every STAMPEDE_SAMPLE_MS):
+   * the presses answered by then, and the CPU ms each part of the machine spent meanwhile. `crowd` is the demo
+   * process itself (load generator and payment service).
+   */
+  stampede: { ms: number; answered: number; cpuMs: Record<(typeof MACHINE_PARTS)[number], number> };
+  drain: DrainFigures;
+  workflowTasks: WorkflowTaskFigures;
+  finalCounts: Record<string, number>;
+  audit: AuditReport;
+  reportFiles: string[];
+}
+
+export type LatencyWithMax = ReturnType<typeof latencySummary> & { max: number };
+
+/** Wave 1's drain: its orders from the sale's start until all were final, and what they cost. */
+export interface DrainFigures {
+  orders: number;
+  msToAllFinal: number;
+  /** Final orders per second over msToAllFinal. */
+  ordersPerS: number;
+  /** CPU ms per wave-1 order over that time (/proc), wave-1 payments included. */
+  cpuMsPerOrder: { temporal: number; worker: number; postgres: number; total: number };
+  /** The API process over that time, ms: the whole stampede, the starter and the payment route. */
+  apiCpuMs: number;
+  /** The drain bench's latest minimal workflow (start → one activity → complete) on this machine, if it ran. */
+  baseline?: { date: string; loadavg1m: unknown; totalCpuMs: number; completedPerS: number; orderTotalCpuMs?: number };
+}
+
+/** The worker's workflow tasks over the whole run (Core's metrics) and what every order's history holds. */
+export interface WorkflowTaskFigures {
+  executed: number;
+  /** Upper bounds of the histogram buckets that hold p50 and p99, ms. */
+  executionMs: { p50: number; p99: number };
+  /**
+   * Tasks whose execution took longer than `bound` ms: the largest bucket bound up to 5 s, the worker's
+   * warning (TMPRL1104) threshold, so a count here may include tasks that stayed under it.
+   */
+  slowExecutions: { bound: number; count: number };
+  scheduleToStartMs: { p50: number; p99: number };
+  executionFailed: number;
+  stickyCacheMisses: number;
+  historiesScanned: number;
+  /** WorkflowTaskTimedOut events across those histories. */
+  timedOutInHistory: number;
+  /**
+   * WorkflowTaskFailed events by cause. UNHANDLED_COMMAND is Temporal refusing a completion because a signal
+   * arrived meanwhile (the worker runs the task again with it), not a fault.
+   */
+  failedInHistory: Record<string, number>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const STAMPEDE_SAMPLE_MS = 250;
+type StackCpu = MachineCpu & { atMs: number };
+const { WorkflowTaskFailedCause } = proto.api.enums.v1;
+
+const withMax = (values: number[]): LatencyWithMax => ({ ...latencySummary(values), max: Math.round(values.reduce((m, v) => Math.max(m, v), 0)) });
+
+/** @returns per-order CPU ms of Temporal, the worker and PostgreSQL between two snapshots of the machine's CPU */
+function perOrder(before: StackCpu, after: StackCpu, orders: number) {
+  type Part = (typeof MACHINE_PARTS)[number];
+  const per = (k: Part) => Math.round(((after[k] - before[k]) / Math.max(1, orders)) * 100) / 100;
+  const temporal = per('temporal');
+  const worker = per('worker');
+  const postgres = per('postgres');
+  return { temporal, worker, postgres, total: Math.round((temporal + worker + postgres) * 100) / 100 };
+}
+
+/** The worker's Core metrics: workflow task latencies, failures and sticky cache misses. */
+function workerTaskMetrics(text: string): Omit<WorkflowTaskFigures, 'historiesScanned' | 'timedOutInHistory' | 'failedInHistory'> {
+  const execution = histogram(text, 'temporal_workflow_task_execution_latency');
+  const toStart = histogram(text, 'temporal_workflow_task_schedule_to_start_latency');
+  return {
+    executed: execution.count,
+    executionMs: { p50: bucketQuantile(execution, 0.5), p99: bucketQuantile(execution, 0.99) },
+    slowExecutions: countAbove(execution, 5000),
+    scheduleToStartMs: { p50: bucketQuantile(toStart, 0.5), p99: bucketQuantile(toStart, 0.99) },
+    executionFailed: counter(text, 'temporal_workflow_task_execution_failed'),
+    stickyCacheMisses: counter(text, 'temporal_sticky_cache_miss'),
+  };
+}
+
+/** 64 read 364–478 histories/s from the dev server here, 16 read 232–243/s (4,000 each, side by side). */
+const HISTORY_READS_IN_FLIGHT = 64;
+
+/**
+ * Reads every order's history (HISTORY_READS_IN_FLIGHT at a time) and counts its workflow task timeouts, and
+ * its failures by cause.
+ */
+async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal>>, orderIds: readonly string[]) {
+  let timedOut = 0;
+  const failedByCause: Record<string, number> = {};
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: HISTORY_READS_IN_FLIGHT }, async () => {
+      while (next < orderIds.length) {
+        const history = await temporal.workflow.getHandle(orderIds[next++]).fetchHistory();
+        for (const e of history.events ?? []) {
+          if (e.workflowTaskTimedOutEventAttributes) timedOut += 1;
+          const failed = e.workflowTaskFailedEventAttributes;
+          if (failed) {
+            const cause = (WorkflowTaskFailedCause[failed.cause ?? 0] ?? String(failed.cause)).replace('WORKFLOW_TASK_FAILED_CAUSE_', '');
+            failedByCause[cause] = (failedByCause[cause] ?? 0) + 1;
+          }
+        }
+      }
+    }),
+  );
+  return { historiesScanned: orderIds.length, timedOutInHistory: timedOut, failedInHistory: failedByCause };
+}
+
+const SALE_OPENS_IN_MS = 4000;
+const WARMUP_PRESSES = 5000;
+
+/** Signs `count` buyer tokens (HS256, 2 h) the way an identity provider would; subjects are prefix + index. */
+function signTokens(config: Config, prefix: string, count: number): string[] {
+  const sign = createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 2 * 3_600_000 });
+  return Array.from({ length: count }, (_, i) => sign({ sub: `${prefix}${i}` }));
+}
+
+function shuffle<T>(list: T[]): T[] {
+  for (let i = list.length - 1; i > 0; i--) {
+    const j = randomInt(i + 1);
+    [list[i], list[j]] = [list[j], list[i]];
+  }
+  return list;
+}
+
+function summarize(results: readonly PressResult[], startMs: number, endMs: number, saleStartMs: number, units: number): WaveSummary {
+  const statusCounts: Record<string, number> = {};
+  for (const r of results) statusCounts[r.status || 'network error'] = (statusCounts[r.status || 'network error'] ?? 0) + 1;
+  const accepted = results.filter((r) => r.status === 202);
+  const durationMs = Math.max(1, endMs - startMs);
+  const lastAnswer = results.reduce((m, r) => Math.max(m, r.answeredAtMs), startMs);
+  const acceptedAt = accepted.map((r) => r.answeredAtMs).sort((a, b) => a - b);
+  return {
+    requests: results.length,
+    durationMs,
+    offeredRate: Math.round((results.length / durationMs) * 1000),
+    servedRate: Math.round((results.filter((r) => r.status > 0).length / Math.max(1, lastAnswer - startMs)) * 1000),
+    statusCounts,
+    latencyAcceptedMs: latencySummary(accepted.map((r) => r.latencyMs)),
+    latencySoldOutMs: latencySummary(results.filter((r) => r.status === 410).map((r) => r.latencyMs)),
+    accepted: accepted.length,
+    msToLastAccepted: acceptedAt.length ? acceptedAt[acceptedAt.length - 1] - saleStartMs : null,
+    msToSoldOut: units > 0 && acceptedAt.length >= units ? acceptedAt[units - 1] - saleStartMs : null,
+  };
+}
+
+/** Runs the whole sale. @throws when the stack is not up or a process does not start */
+export async function runDemo(options: DemoOptions): Promise<DemoResult> {
+  const { print, ...plainOptions } = options;
+  const runStartMs = Date.now();
+  const runId = new Date().toISOString().replace(/[:.]/g, '-');
+  const dir = join(options.reportDir, `demo-${runId}`);
+  mkdirSync(dir, { recursive: true });
+  // The whole crowd comes from loopback: one client IP. Its limit is lifted; each buyer's stays as configured.
+  const env = { ...process.env, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
+  const config = loadConfig(env);
+  const hardStopMs = Date.now() + options.maxDurationMs;
+
+  const pool = createPool(config);
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
+  const store = new ReservationStore(redis);
+  const temporal = await connectTemporal(config);
+  const children: Child[] = [];
+  const payments = { route: 0, signal: 0, refused: 0, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
+  const latencies = { route: [] as number[], signal: [] as number[] };
+  const inFlightPayments: Promise<void>[] = [];
+  let progress: NodeJS.Timeout | undefined;
+  let stopRowWatch = () => undefined as void;
+  let stopping = false;
+
+  try {
+    print(`signing ${options.buyers + options.secondWaveBuyers} buyer tokens…`);
+    const runTag = randomUUID().slice(0, 8);
+    const wave1Tokens = signTokens(config, `buyer-${runTag}-`, options.buyers);
+    const wave2Tokens = signTokens(config, `late-${runTag}-`, options.secondWaveBuyers);
+
+    print('starting the API and the worker…');
+    children.push(startChild('api', 'src/api/main.ts', env, join(dir, 'api.log'), 'api listening'));
+    // The worker's work is the drain, at Temporal's pace: it yields the CPU to the API while the stampede lasts.
+    const workerMetricsPort = await freePort();
+    children.push(startChild('worker', 'src/worker/main.ts', { ...env, WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
+    await Promise.all(children.map((c) => c.ready));
+    const baseUrl = `http://${config.API_HOST}:${options.apiPort}`;
+
+    const saleStartMs = Date.now() + SALE_OPENS_IN_MS;
+    const sale = await createSale(pool, {
+      name: `demo ${runId}`,
+      startsAt: new Date(saleStartMs).toISOString(),
+      endsAt: new Date(saleStartMs + options.maxDurationMs).toISOString(),
+      paymentWindowMs: options.paymentWindowMs,
+      items: Array.from({ length: options.items }, (_, i) => ({ productId: `item-${i + 1}`, quantity: options.quantity, priceMinor: options.priceMinor, currency: 'EUR' })),
+    });
+    await loadSale(pool, store, sale.saleId, false);
+    const itemIds = sale.items.map((i) => i.itemId);
+    const totalUnits = options.quantity * options.items;
+    print(`sale ${sale.saleId}: ${options.items} item(s) × ${options.quantity} units, payment window ${options.paymentWindowMs} ms, opens in ${SALE_OPENS_IN_MS / 1000} s`);
+    // The API was started a moment ago, where a real one has served traffic for a while: warm it (JIT, connections,
+    // token checks) with presses from other buyers before the sale opens, each refused 403 SALE_NOT_ACTIVE, which
+    // changes nothing (I7).
+    const warmup = signTokens(config, `warmup-${runTag}-`, WARMUP_PRESSES).map((token, i) => ({ token, buyer: `warmup-${i}`, itemId: sale.items[0].itemId }));
+    const warmed = await pressAll({ baseUrl, presses: warmup, concurrency: options.concurrency, rate: 0, deadlineMs: saleStartMs - 200 });
+    print(`API warmed: ${warmed.filter((r) => r.status === 403).length} presses before the start refused 403`);
+
+    const accepted: string[] = [];
+    const counts: Record<string, number> = {};
+    // Orders whose payment goes by signal wait for their row: the payment service hears of an order from its
+    // OrderPlaced, once the workflow has stored it (a signal needs the workflow; the route needs nothing).
+    const awaitingRow = new Map<string, () => void>();
+    const rowWatch = setInterval(() => {
+      if (!awaitingRow.size) return;
+      void pool.query<{ id: string }>('SELECT id FROM orders WHERE id = ANY($1::uuid[])', [[...awaitingRow.keys()]]).then(
+        (res) => {
+          for (const { id } of res.rows) {
+            awaitingRow.get(id)?.();
+            awaitingRow.delete(id);
+          }
+        },
+        () => undefined,
+      );
+    }, 500);
+    stopRowWatch = () => {
+      clearInterval(rowWatch);
+      for (const resolve of awaitingRow.values()) resolve();
+      awaitingRow.clear();
+    };
+    const stored = (orderId: string) => new Promise<void>((resolve) => awaitingRow.set(orderId, resolve));
+    const pay = (orderId: string, viaSignal: boolean) => {
+      const paymentId = `pay-${orderId}`;
+      // A buyer takes a couple of seconds or more to pay, and may take up to half of the window.
+      const delay = randomInt(2000, Math.max(2001, Math.floor(options.paymentWindowMs / 2)));
+      // Like a real payment service: retry a 5xx or a network error (same paymentId, so it stays
+      // idempotent) until a definitive answer — 200, or a 409/422 that means "refund". A signal to a workflow
+      // that has ended is refused too: the order settled without this payment.
+      const attempt = async (): Promise<'route' | 'signal' | 'refused' | 'retry'> => {
+        const t0 = performance.now();
+        const took = () => latencies[viaSignal ? 'signal' : 'route'].push(performance.now() - t0);
+        try {
+          if (viaSignal) {
+            await temporal.workflow.getHandle(orderId).signal(paidSignal, { paymentId, amount: options.priceMinor });
+            took();
+            return 'signal';
+          }
+          const res = await request(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ paymentId, amount: options.priceMinor }),
+          });
+          await res.body.dump();
+          took();
+          if (res.statusCode === 503) {
+            payments.unavailable += 1;
+            if (res.headers['retry-after'] !== undefined) payments.unavailableWithRetryAfter += 1;
+          }
+          if (res.statusCode === 200) return 'route';
+          return res.statusCode >= 500 ? 'retry' : 'refused';
+        } catch (err) {
+          took();
+          return err instanceof WorkflowNotFoundError ? 'refused' : 'retry';
+        }
+      };
+      inFlightPayments.push(
+        Promise.all([sleep(delay), viaSignal ? stored(orderId) : undefined]).then(async () => {
+          for (let tries = 1; Date.now() < hardStopMs && !stopping; tries++) {
+            const outcome = await attempt();
+            if (outcome !== 'retry') {
+              payments[outcome] += 1;
+              return;
+            }
+            payments.retried += 1;
+            await sleep(Math.min(5000, 250 * tries));
+          }
+          payments.failed += 1;
+        }),
+      );
+    };
+    /** @param signalShare of the paid orders, the share paid by the `paid` signal once stored (the rest by the route) */
+    const onResult = (payShare: number, signalShare: number) => (r: PressResult) => {
+      counts[r.status] = (counts[r.status] ?? 0) + 1;
+      if (r.status === 202 && r.orderId) {
+        accepted.push(r.orderId);
+        if (Math.random() < payShare) pay(r.orderId, Math.random() < signalShare);
+      }
+    };
+    const dbCounts = async () => {
+      const res = await pool.query<{ status: string; n: number }>('SELECT status, count(*)::int AS n FROM orders WHERE sale_id = $1 GROUP BY status', [sale.saleId]);
+      return Object.fromEntries(res.rows.map((r) => [r.status, r.n])) as Record<string, number>;
+    };
+    // Accepted orders whose workflow is not started yet (their start queue entries).
+    const queued = () => redis.xlen(saleKeys(sale.saleId).startQueue);
+    /** @returns when the start queue was first seen empty (every accepted order's workflow started), polled every 100 ms */
+    const lastStarted = async () => {
+      while ((await queued()) > 0 && Date.now() < hardStopMs) await sleep(100);
+      return Date.now();
+    };
+    const t0 = Date.now();
+    progress = setInterval(() => {
+      void Promise.all([dbCounts(), queued()]).then(([db, waiting]) => {
+        const persisted = Object.values(db).reduce((a, b) => a + b, 0);
+        const acceptedNow = counts[202] ?? 0;
+        print(
+          `[${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s] answered ${Object.values(counts).reduce((a, b) => a + b, 0)} | ` +
+            `410 ${counts[410] ?? 0} | 409 ${counts[409] ?? 0} | other ${Object.entries(counts).filter(([s]) => !['202', '409', '410'].includes(s)).reduce((a, [, n]) => a + n, 0)} | ` +
+            `accepted ${acceptedNow} | started ${acceptedNow - waiting} | persisted ${persisted} | ` +
+            `pending ${db.PENDING ?? 0} | paid ${db.PAID ?? 0} | expired ${db.EXPIRED ?? 0} | rejected ${db.REJECTED ?? 0}`,
+        );
+      });
+    }, 1000);
+
+    const waitAllFinal = async (expected: number) => {
+      while (Date.now() < hardStopMs) {
+        await Promise.all(inFlightPayments);
+        const db = await dbCounts();
+        const rows = Object.values(db).reduce((a, b) => a + b, 0);
+        // PostgreSQL turns final a moment before the workflow publishes its last event and completes, and the
+        // payment route stores (and settles) orders whose workflow is still in the start queue.
+        if (rows >= expected && !db.PENDING && (await queued()) === 0) {
+          const running = await temporal.workflow.count(`SaleId = ${sale.saleId} AND ExecutionStatus = "Running"`);
+          if (running.count === 0) return;
+        }
+        await sleep(500);
+      }
+      throw new Error('orders did not all reach a final state before maxDurationMs');
+    };
+
+    // Wave 1: the stampede.
+    const presses: Press[] = [];
+    wave1Tokens.forEach((token, i) => {
+      const press = { token, buyer: `buyer-${runTag}-${i}`, itemId: itemIds[i % itemIds.length] };
+      const times = Math.random() < options.impatientShare ? options.impatientPresses : 1;
+      for (let k = 0; k < times; k++) presses.push(press);
+    });
+    shuffle(presses);
+    await sleep(Math.max(0, saleStartMs - Date.now()));
+    print(`sale open: ${presses.length} presses from ${options.buyers} buyers`);
+    const wave1Start = Date.now();
+    const machine = machineCpu({ api: children[0].process.pid as number, worker: children[1].process.pid as number });
+    const stackCpu = (): StackCpu => ({ atMs: Date.now(), ...machine() });
+    const cpuAtStart = stackCpu();
+    // Sampled through the stampede, so that its cost up to the last 202 can be read afterwards.
+    const stampedeSamples = [cpuAtStart];
+    const sampling = setInterval(() => stampedeSamples.push(stackCpu()), STAMPEDE_SAMPLE_MS);
+    const gate = await saleGateOf(baseUrl, sale.saleId, hardStopMs);
+    const wave1 = await pressAll({ baseUrl, presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare, 0.5) }).finally(() => clearInterval(sampling));
+    stampedeSamples.push(stackCpu());
+    const wave1Summary = summarize(wave1, wave1Start, Date.now(), saleStartMs, totalUnits);
+    const soldOutAtMs = saleStartMs + (wave1Summary.msToSoldOut ?? wave1Summary.msToLastAccepted ?? 0);
+    const atSoldOut = stampedeSamples.find((c) => c.atMs >= soldOutAtMs) ?? stampedeSamples[stampedeSamples.length - 1];
+    const wave1Accepted = accepted.length;
+    print(`wave 1 done: ${wave1Accepted} accepted; waiting for their workflows, payments and expiries…`);
+    const wave1LastStartedMs = (await lastStarted()) - saleStartMs;
+    await waitAllFinal(wave1Accepted);
+    const msToWave1Final = Date.now() - saleStartMs;
+    const cpuAtWave1Final = stackCpu();
+    const lastPersisted = await pool.query<{ ms: number | null }>(
+      'SELECT (extract(epoch FROM max(created_at)) * 1000)::float8 AS ms FROM orders WHERE sale_id = $1',
+      [sale.saleId],
+    );
+    const back = (await store.stock(sale.saleId, itemIds)).values();
+    const unitsBack = [...back].reduce<number>((n, v) => n + (v ?? 0), 0);
+
+    // Wave 2: new buyers for the units that came back, all paid through the route (which needs no workflow yet);
+    // the sold-out flags clear within SOLD_OUT_RECHECK_MS.
+    await sleep(config.SOLD_OUT_RECHECK_MS + 200);
+    print(`wave 2: ${unitsBack} units back in stock, ${options.secondWaveBuyers} new buyers`);
+    const wave2Presses = shuffle(wave2Tokens.map((token, i) => ({ token, buyer: `late-${runTag}-${i}`, itemId: itemIds[i % itemIds.length] })));
+    const wave2Start = Date.now();
+    const wave2 = await pressAll({ baseUrl, presses: wave2Presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(1, 0) });
+    const wave2Summary = summarize(wave2, wave2Start, Date.now(), wave2Start, unitsBack);
+    await waitAllFinal(accepted.length);
+    clearInterval(progress);
+    // Kept beside the report: every Core metric of the worker's run, for what the report does not summarize.
+    const workerMetrics = await (await fetch(`http://127.0.0.1:${workerMetricsPort}/metrics`)).text();
+    writeFileSync(join(dir, 'worker-metrics.prom'), workerMetrics);
+    const taskMetrics = workerTaskMetrics(workerMetrics);
+
+    const settledMs = Date.now();
+    print(`auditing, and reading ${accepted.length} order histories for workflow task timeouts and failures…`);
+    // Both only read: side by side they take about the longer one's time, not the sum.
+    const [audit, histories] = await Promise.all([
+      auditSale({ pool, redis, store, temporal, kafka: createKafka(config, 'flash-sale-demo-audit'), topic: config.KAFKA_TOPIC }, sale.saleId, accepted),
+      scanHistories(temporal, accepted),
+    ]);
+    const finalCounts = await dbCounts();
+    const bench = latestResult('drain') as { date: string; loadavg1m: unknown; minimal?: { totalCpuMs: number; completedPerS: number }; order?: { totalCpuMs: number } } | undefined;
+    const result: DemoResult = {
+      saleId: sale.saleId,
+      options: plainOptions,
+      machine: { cores: cpus().length, node: process.version },
+      waves: [wave1Summary, wave2Summary],
+      msFromStartToLastStarted: wave1LastStartedMs,
+      stagesMs: { setup: saleStartMs - runStartMs, sale: settledMs - saleStartMs, checks: Date.now() - settledMs },
+      msFromStartToLastPersisted: lastPersisted.rows[0].ms === null ? null : Math.round(lastPersisted.rows[0].ms - saleStartMs),
+      payments,
+      paymentLatencyMs: { route: withMax(latencies.route), signal: withMax(latencies.signal) },
+      drain: {
+        orders: wave1Accepted,
+        msToAllFinal: msToWave1Final,
+        ordersPerS: Math.round((wave1Accepted / (msToWave1Final / 1000)) * 10) / 10,
+        cpuMsPerOrder: perOrder(cpuAtStart, cpuAtWave1Final, wave1Accepted),
+        apiCpuMs: Math.round(cpuAtWave1Final.api - cpuAtStart.api),
+        ...(bench?.minimal && {
+          baseline: { date: bench.date, loadavg1m: bench.loadavg1m, totalCpuMs: bench.minimal.totalCpuMs, completedPerS: bench.minimal.completedPerS, orderTotalCpuMs: bench.order?.totalCpuMs },
+        }),
+      },
+      stampede: {
+        ms: atSoldOut.atMs - cpuAtStart.atMs,
+        answered: wave1.filter((r) => r.answeredAtMs <= atSoldOut.atMs).length,
+        cpuMs: Object.fromEntries(MACHINE_PARTS.map((k) => [k, Math.round(atSoldOut[k] - cpuAtStart[k])])) as Record<(typeof MACHINE_PARTS)[number], number>,
+      },
+      workflowTasks: { ...taskMetrics, ...histories },
+      finalCounts: { units: totalUnits, ...finalCounts },
+      audit,
+      reportFiles: [join(dir, 'report.json'), join(dir, 'report.md')],
+    };
+    writeFileSync(result.reportFiles[0], JSON.stringify(result, null, 2));
+    writeFileSync(result.reportFiles[1], renderMarkdown(result));
+    return result;
+  } finally {
+    stopping = true;
+    clearInterval(progress);
+    stopRowWatch();
+    await Promise.allSettled(inFlightPayments);
+    await Promise.allSettled(children.map((c) => c.stop()));
+    await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
+  }
+}
+
+/** The report as Markdown: waves, latencies, timings, final counts, audit. */
+export function renderMarkdown(r: DemoResult): string {
+  const d = r.drain;
+  const st = r.stampede;
+  const w = r.workflowTasks;
+  const latency = (l: LatencyWithMax) => (l.count ? `${l.p50} / ${l.p99} / ${l.max}` : '-');
+  const ratio = (a: number, b: number) => (b ? Math.round((a / b) * 100) / 100 : '-');
+  const waveRow = (name: string, w: WaveSummary) =>
+    `| ${name} | ${w.requests} | ${w.offeredRate} | ${w.servedRate} | ${Object.entries(w.statusCounts)
+      .map(([s, n]) => `${s}: ${n}`)
+      .join(', ')} | ${w.latencyAcceptedMs.p50} / ${w.latencyAcceptedMs.p95} / ${w.latencyAcceptedMs.p99} | ${w.latencySoldOutMs.p50} / ${w.latencySoldOutMs.p95} / ${w.latencySoldOutMs.p99} | ${w.msToSoldOut ?? '-'} | ${w.msToLastAccepted ?? '-'} |`;
+  return [
+    `# Flash sale demo — sale ${r.saleId}`,
+    '',
+    `Machine: ${r.machine.cores} cores, Node ${r.machine.node}. Buyers: ${r.options.buyers} + ${r.options.secondWaveBuyers}; units: ${r.options.items} × ${r.options.quantity}; payment window ${r.options.paymentWindowMs} ms.`,
+    '',
+    '| wave | requests | offered req/s | served req/s | statuses | 202 latency p50/p95/p99 ms | 410 latency p50/p95/p99 ms | ms to sold out | ms to last 202 |',
+    '|---|---|---|---|---|---|---|---|---|',
+    waveRow('1 (stampede)', r.waves[0]),
+    waveRow('2 (units back)', r.waves[1]),
+    '',
+    `Stages: setup ${(r.stagesMs.setup / 1000).toFixed(1)} s → sale until every order settled ${(r.stagesMs.sale / 1000).toFixed(1)} s → audit and history scan ${(r.stagesMs.checks / 1000).toFixed(1)} s (whole run ${((r.stagesMs.setup + r.stagesMs.sale + r.stagesMs.checks) / 1000).toFixed(1)} s, without the shell's install and service checks).`,
+    '',
+    `Wave 1, from the sale's start: sold out (the ${r.finalCounts.units}th 202) ${r.waves[0].msToSoldOut ?? '-'} ms, last 202 ${r.waves[0].msToLastAccepted ?? '-'} ms (later 202s resold units whose payment window ended during the wave) → last workflow started ${r.msFromStartToLastStarted} ms → last order persisted ${r.msFromStartToLastPersisted ?? '-'} ms. A 202 is answered once Redis holds the reservation and its start queue entry; the starter starts the workflows at Temporal's pace.`,
+    '',
+    `Stampede, first press → the CPU sample after the sold-out 202 (${st.ms} ms, ${st.answered} presses answered): CPU ms ${Object.entries(st.cpuMs)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}; ${Math.round((Object.values(st.cpuMs).reduce((a, b) => a + b, 0) / Math.max(1, st.ms)) * 100) / 100} of ${r.machine.cores} cores busy.`,
+    '',
+    `Payments: ${Object.entries(r.payments)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')} (refused: a 409 or 422 from the route, or a signal to an order whose workflow had ended; a signal waits for the order's row, which in a backlog comes after the deadline). Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)}, signal ${latency(r.paymentLatencyMs.signal)}.`,
+    '',
+    `Drain of wave 1: ${d.orders} orders final ${d.msToAllFinal} ms after the start, ${d.ordersPerS} orders/s; CPU per order ${d.cpuMsPerOrder.total} ms (Temporal ${d.cpuMsPerOrder.temporal}, worker ${d.cpuMsPerOrder.worker}, PostgreSQL ${d.cpuMsPerOrder.postgres}); the API process ${d.apiCpuMs} ms in all.`,
+    d.baseline
+      ? `Baseline, tools/bench/drain.ts of ${d.baseline.date} (load ${String(d.baseline.loadavg1m)}): minimal workflow ${d.baseline.totalCpuMs} ms CPU, ${d.baseline.completedPerS} completed/s; this drain's order costs ${ratio(d.cpuMsPerOrder.total, d.baseline.totalCpuMs)}× its CPU at ${ratio(d.ordersPerS, d.baseline.completedPerS)}× its rate${d.baseline.orderTotalCpuMs ? ` (the bench's own order: ${d.baseline.orderTotalCpuMs} ms)` : ''}.`
+      : 'Baseline: no tools/bench/drain.ts result in reports/bench.jsonl on this machine yet (`npx tsx tools/bench/drain.ts`).',
+    '',
+    `Workflow tasks: ${w.executed} executed, p50 ≤ ${w.executionMs.p50} ms, p99 ≤ ${w.executionMs.p99} ms, ${w.slowExecutions.count} over ${w.slowExecutions.bound} ms; schedule-to-start p50 ≤ ${w.scheduleToStartMs.p50} ms, p99 ≤ ${w.scheduleToStartMs.p99} ms; ${w.executionFailed} failed, ${w.stickyCacheMisses} sticky cache misses. In ${w.historiesScanned} order histories: ${w.timedOutInHistory} workflow task timeouts; workflow task failures by cause: ${Object.entries(w.failedInHistory).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}.`,
+    '',
+    `Final orders: ${Object.entries(r.finalCounts)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}.`,
+    '',
+    '```',
+    formatAudit(r.audit),
+    '```',
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,81 @@
+/**
+ * CPU time of the stack's processes, read from /proc (Linux): a process with all its threads, plus its
+ * children alive now and those it has reaped. Used by tools/bench/drain.ts and the demo report to charge each
+ * order's cost to Temporal, PostgreSQL and the worker.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const ROOT = join(__dirname, '..', '..');
+
+const TICKS_PER_S = 100; // USER_HZ, the unit of /proc/<pid>/stat times on Linux (getconf CLK_TCK)
+
+interface Stat {
+  ppid: number;
+  /** utime + stime, ms. */
+  ownMs: number;
+  /** cutime + cstime of reaped children, ms. */
+  reapedMs: number;
+}
+
+function stat(pid: number): Stat | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // Fields after the command name, which is in parentheses and may hold spaces: state is field 3.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  const ticks = (field: number) => Number(fields[field - 3]);
+  return { ppid: ticks(4), ownMs: ((ticks(14) + ticks(15)) * 1000) / TICKS_PER_S, reapedMs: ((ticks(16) + ticks(17)) * 1000) / TICKS_PER_S };
+}
+
+/**
+ * @param roots a name per root of a process tree (e.g. the postmaster)
+ * @returns per name, CPU ms spent so far by its tree: the root, its descendants alive now, and everything they
+ *   reaped; 0 for a root that is gone. One pass over /proc serves all roots.
+ */
+export function treesCpuMs<K extends string>(roots: Record<K, number>): Record<K, number> {
+  const stats = new Map<number, Stat>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const s = stat(Number(entry));
+    if (s) stats.set(Number(entry), s);
+  }
+  const visit = (p: number): number => {
+    const s = stats.get(p);
+    if (!s) return 0;
+    let total = s.ownMs + s.reapedMs;
+    for (const [child, cs] of stats) if (cs.ppid === p) total += visit(child);
+    return total;
+  };
+  return Object.fromEntries(Object.entries<number>(roots).map(([name, pid]) => [name, visit(pid)])) as Record<K, number>;
+}
+
+/**
+ * The pid a service of scripts/services.sh recorded (first line of its pid file under .local).
+ * @param file e.g. 'temporal/temporal.pid', 'pg/data/postmaster.pid'
+ * @throws when the file is missing (the stack is not up)
+ */
+export function stackPid(file: string): number {
+  return Number(readFileSync(join(ROOT, '.local', file), 'utf8').split('\n')[0]);
+}
+
+/** The parts of the machine a run's CPU is charged to; `crowd` is the calling process (the load generator). */
+export const MACHINE_PARTS = ['crowd', 'api', 'redis', 'temporal', 'worker', 'postgres'] as const;
+export type MachineCpu = Record<(typeof MACHINE_PARTS)[number], number>;
+
+/**
+ * @param pids the API's and the worker's process ids; the stack's Redis, Temporal and PostgreSQL are found from
+ *   their pid files
+ * @returns a reader of the CPU ms each part has spent so far (one pass over /proc per call)
+ * @throws when the stack is not up
+ */
+export function machineCpu(pids: { api: number; worker: number }): () => MachineCpu {
+  const roots = { ...pids, redis: stackPid('redis/redis.pid'), temporal: stackPid('temporal/temporal.pid'), postgres: stackPid('pg/data/postmaster.pid') };
+  return () => {
+    const own = process.cpuUsage();
+    return { crowd: (own.user + own.system) / 1000, ...treesCpuMs(roots) };
+  };
+}
