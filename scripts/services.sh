@@ -20,6 +20,9 @@ set -a # export the settings: scripts/kafka-topics.ts reads them too
 # shellcheck source=scripts/stack.env
 source "$ROOT/scripts/stack.env"
 set +a
+# npm ci and the topic script run on the pinned Node.js too.
+# shellcheck source=scripts/node-env.sh
+source "$ROOT/scripts/node-env.sh"
 
 HOST=127.0.0.1
 LOCAL=$ROOT/.local
@@ -198,7 +201,7 @@ install_python_tools() {
 install_node_modules() {
   [[ -d $ROOT/node_modules ]] && return 0
   local logfile=$LOGS/install-npm.log
-  command -v npm >/dev/null || die "npm not found" "" "install Node.js >= 20.19 (see package.json engines)"
+  command -v npm >/dev/null || die "npm not found" "" "install Node.js with npm (the project runs on NODE_VERSION, scripts/stack.env, fetched when the machine has another)"
   log "node_modules missing: npm ci (log: $(rel "$logfile"))"
   (cd "$ROOT" && npm ci --no-audit --no-fund) >>"$logfile" 2>&1 ||
     die "npm ci failed" "$logfile" "check the network to the npm registry, then run up again"

@@ -1,8 +1,13 @@
-/** Temporal client side: connecting, and starting an order's workflow (workflow id = orderId). */
-import { Client, Connection, WorkflowIdReusePolicy } from '@temporalio/client';
+/**
+ * The Temporal client side of the service: connecting, and the calls the API and the starter make on order
+ * workflows (workflow id = orderId). Every call carries a gRPC deadline (TEMPORAL_CALL_TIMEOUT_MS): a Temporal
+ * that stops answering without closing the connection must not hold a caller for minutes.
+ */
+import { Client, Connection, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import type { Config } from './config';
-import type { OrderInput } from './order/types';
-import { ItemIdKey, OrderStatusKey, SaleIdKey, UserIdKey } from './workflows/definitions';
+import type { OrderInput, Payment } from './order/types';
+import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, UserIdKey } from './workflows/definitions';
 
 /** Connects to the configured Temporal frontend. @throws when it is unreachable */
 export async function connectTemporal(config: Config): Promise<Client> {
@@ -28,4 +33,84 @@ export async function startOrderWorkflow(client: Client, taskQueue: string, orde
       { key: UserIdKey, value: order.userId },
     ],
   });
+}
+
+/**
+ * Temporal wraps the gRPC failure in `cause` ("Failed to start workflow" ← "14 UNAVAILABLE: …"): its message
+ * and code are lifted onto the error, so that the API's isUnavailable (→ 503) and the starter's back-off see
+ * the status, and logs keep it. A missing namespace is a deployment fault, reported like an unreachable server.
+ */
+function lifted(err: unknown): Error {
+  const e = err as { name?: unknown; message?: unknown; code?: unknown; cause?: { message?: unknown; code?: unknown } };
+  if (err instanceof NamespaceNotFoundError) return Object.assign(new Error(`UNAVAILABLE: ${err.message}`, { cause: err }), { name: 'ServiceError' });
+  const cause = typeof e?.cause?.message === 'string' ? `: ${e.cause.message}` : '';
+  return Object.assign(new Error(`${String(e?.message ?? err)}${cause}`, { cause: err }), { name: String(e?.name ?? 'Error'), code: e?.code ?? e?.cause?.code });
+}
+
+/** The calls the API and the starter make on order workflows. Failures reject with a lifted Temporal error. */
+export class OrderWorkflows {
+  private constructor(
+    private readonly client: Client,
+    private readonly config: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'TEMPORAL_CALL_TIMEOUT_MS'>,
+  ) {}
+
+  /** Connects. @throws a lifted error when Temporal is unreachable */
+  static async connect(config: Config): Promise<OrderWorkflows> {
+    return new OrderWorkflows(await connectTemporal(config).catch((err: unknown) => Promise.reject(lifted(err))), config);
+  }
+
+  private call<T>(work: () => Promise<T>): Promise<T> {
+    return this.client.withDeadline(Date.now() + this.config.TEMPORAL_CALL_TIMEOUT_MS, work).catch((err: unknown) => Promise.reject(lifted(err)));
+  }
+
+  /** Starts orderWorkflow (I4). @returns 'already-started' when that workflow id exists */
+  start(order: OrderInput): Promise<'started' | 'already-started'> {
+    return this.call(() =>
+      startOrderWorkflow(this.client, this.config.TEMPORAL_TASK_QUEUE, order).then(
+        () => 'started' as const,
+        (err: unknown) => (err instanceof WorkflowExecutionAlreadyStartedError ? ('already-started' as const) : Promise.reject(err)),
+      ),
+    );
+  }
+
+  /**
+   * Signals `paid` to the order's workflow, so that it settles a payment PostgreSQL has accepted now.
+   * @returns 'not-found' when the workflow has ended or is not started yet
+   */
+  signalPaid(orderId: string, payment: Payment): Promise<'signalled' | 'not-found'> {
+    return this.call(() =>
+      this.client.workflow
+        .getHandle(orderId)
+        .signal(paidSignal, payment)
+        .then(
+          () => 'signalled' as const,
+          (err: unknown) => (err instanceof WorkflowNotFoundError ? ('not-found' as const) : Promise.reject(err)),
+        ),
+    );
+  }
+
+  /** Resolves when the configured namespace answers (for /readyz). */
+  checkNamespace(): Promise<void> {
+    return this.call(async () => {
+      await this.client.connection.workflowService.describeNamespace({ namespace: this.client.options.namespace });
+    });
+  }
+
+  /** @returns the workflow tasks waiting for a worker on the order task queue (Temporal's approximate count) */
+  taskBacklog(): Promise<number> {
+    return this.call(async () => {
+      const { stats } = await this.client.workflowService.describeTaskQueue({
+        namespace: this.client.options.namespace,
+        taskQueue: { name: this.config.TEMPORAL_TASK_QUEUE, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+        taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        reportStats: true,
+      });
+      return Number(stats?.approximateBacklogCount ?? 0);
+    });
+  }
+
+  /** Closes the connection; calls after it reject. */
+  async close(): Promise<void> {
+    await this.client.connection.close();
+  }
 }

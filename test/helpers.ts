@@ -129,23 +129,6 @@ export async function until<T>(what: string, probe: () => Promise<T | undefined 
   throw new Error(`timed out waiting for ${what}`);
 }
 
-/**
- * Records every worker thread started from now on (the API's Temporal client thread among them), so a test can
- * kill one. Spies on the module object itself: an ES namespace import could not be spied on.
- * @returns the threads, in start order, and restore() to stop recording
- */
-export function recordWorkerThreads(): { threads: InstanceType<typeof import('node:worker_threads').Worker>[]; restore(): void } {
-  const workerThreads = jest.requireActual<typeof import('node:worker_threads')>('node:worker_threads');
-  const Original = workerThreads.Worker;
-  const threads: InstanceType<typeof Original>[] = [];
-  const spy = jest.spyOn(workerThreads, 'Worker').mockImplementation((...args: ConstructorParameters<typeof Original>) => {
-    const thread = new Original(...args);
-    threads.push(thread);
-    return thread;
-  });
-  return { threads, restore: () => spy.mockRestore() };
-}
-
 /** Runs tasks with at most `limit` in flight (like an HTTP agent with `limit` connections); @returns results in task order */
 export async function bounded<T>(limit: number, tasks: (() => Promise<T>)[]): Promise<T[]> {
   const results: T[] = new Array(tasks.length);

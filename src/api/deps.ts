@@ -9,7 +9,7 @@ import type { FlashRedis, ReservationStore } from '../reservation/store';
 import type { Starter } from '../starter/starter';
 import type { Catalog } from './catalog';
 import type { Metrics } from './metrics';
-import type { OrderWorkflows } from './orderWorkflows';
+import type { OrderWorkflows } from '../temporal';
 import type { SoldOutFlags } from './soldOut';
 
 export interface AppDeps {

@@ -13,11 +13,11 @@ import { createPool } from '../db';
 import { createLogger, type Logger } from '../logger';
 import { createRedis, ReservationStore } from '../reservation/store';
 import { StartQueue } from '../reservation/startQueue';
+import { OrderWorkflows } from '../temporal';
 import { createApp } from './app';
 import { clientErrorResponse } from './errors';
 import { Catalog } from './catalog';
 import { createMetrics } from './metrics';
-import { startOrderWorkflows, type OrderWorkflows } from './orderWorkflows';
 import { RecentSales } from '../starter/recentSales';
 import { SoldOutFlags } from './soldOut';
 import { Starter } from '../starter/starter';
@@ -46,7 +46,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   let workflows: OrderWorkflows;
   try {
     await once(redis, 'ready');
-    workflows = await startOrderWorkflows(config, log);
+    workflows = await OrderWorkflows.connect(config);
   } catch (err) {
     // A failed start must not leave a Redis client reconnecting forever (and the pool open) behind it.
     redis.disconnect();
@@ -105,7 +105,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   const port = typeof address === 'object' && address ? address.port : config.API_PORT;
   const url = `http://${config.API_HOST}:${port}`;
   starter.start();
-  log.info({ url }, 'api listening');
+  log.info({ url, node: process.version }, 'api listening');
   return {
     server,
     url,

@@ -1,23 +1,16 @@
 /**
  * Worker process (`npm run worker`): runs orderWorkflow and its activities on the configured task queue, from
- * a workflow bundle built once at start. SIGINT/SIGTERM drain in-flight tasks and close the clients.
+ * the workflow bundle `npm run build` made (src/worker/bundle.ts). SIGINT/SIGTERM drain in-flight tasks and close the clients.
  */
-import { bundleWorkflowCode, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createKafka, UNTIL_ANSWERED } from '../kafka';
 import { EventPublisher } from '../order/publisher';
 import { createLogger } from '../logger';
+import { workflowBundle, type BundleOption } from './bundle';
 import { createRedis, ReservationStore } from '../reservation/store';
-
-type BundleOption = Pick<WorkerOptions, 'workflowBundle'>;
-
-/** Bundles src/workflows once; the result can be handed to several workers. */
-export async function buildWorkflowBundle(): Promise<BundleOption> {
-  const code = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows') });
-  return { workflowBundle: code };
-}
 
 /** A worker and the clients it owns; `shutdown` stops polling, waits for in-flight tasks, then closes them. */
 export interface RunningWorker {
@@ -88,8 +81,8 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'worker');
   installWorkerRuntime(config);
-  const running = await startWorker(config, await buildWorkflowBundle());
-  log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE }, 'worker running');
+  const running = await startWorker(config, await workflowBundle());
+  log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'worker running');
   const stop = () => {
     log.info('shutting down');
     void running.shutdown().then(() => process.exit(0));

@@ -11,7 +11,8 @@ import type { Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservation/store';
 import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker/main';
+import { buildWorkflowBundle } from '../../src/worker/bundle';
+import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { bounded, buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http, type ApiReply, type Http } from '../openapi';
 

@@ -17,7 +17,8 @@ import { startApi, type RunningApi } from '../../src/api/main';
 import { newOrderId } from '../../src/order/id';
 import { saleKeys } from '../../src/reservation/store';
 import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker/main';
+import { buildWorkflowBundle } from '../../src/worker/bundle';
+import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http } from '../openapi';
 

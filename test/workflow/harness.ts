@@ -9,7 +9,8 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { startApi, type RunningApi } from '../../src/api/main';
 import type { Config } from '../../src/config';
 import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle, startWorker, type RunningWorker } from '../../src/worker/main';
+import { buildWorkflowBundle } from '../../src/worker/bundle';
+import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { connectClients, type Clients } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';
 

@@ -1,7 +1,7 @@
 /**
  * A worker killed mid-batch (SIGKILL: no drain, no goodbye) and replaced: every order still ends, once
- * (I4), and PostgreSQL and Redis agree (I1, I2, I5). The worker runs as its own process (`npx tsx
- * src/worker/main.ts` on a task queue of its own), as in production. Thirty orders with payment windows spread
+ * (I4), and PostgreSQL and Redis agree (I1, I2, I5). The worker runs as its own process (`node
+ * dist/worker/main.js` on a task queue of its own), as in production. Thirty orders with payment windows spread
  * over 3–9 s, half paid by signal; the kill lands when the first expiries are being compensated. While it
  * all runs, a sampler reads the item's stock and reservation count in one MULTI: their sum must stay the
  * quantity and the stock never above it (a unit released twice would push it over).
@@ -35,9 +35,9 @@ interface WorkerProcess {
   output(): string;
 }
 
-/** Starts `npx tsx src/worker/main.ts` in a process group of its own, so a signal reaches npx, tsx and node alike. */
+/** Starts the compiled worker (`node dist/worker/main.js`, as `npm run worker` does) in a process group of its own. */
 function spawnWorker(): WorkerProcess {
-  const child = spawn('npx', ['tsx', 'src/worker/main.ts'], {
+  const child = spawn(process.execPath, ['dist/worker/main.js'], {
     cwd: ROOT,
     env: { ...process.env, TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE, LOG_LEVEL: 'warn' },
     detached: true,

@@ -80,9 +80,9 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
   const temporal = await connectTemporal(config);
   const logs = mkdtempSync(join(tmpdir(), 'bench-accept-'));
   const children = [
-    startChild('api', 'src/api/main.ts', env, join(logs, 'api.log'), 'api listening'),
+    startChild('api', 'dist/api/main.js', env, join(logs, 'api.log'), 'api listening'),
     // As in the demo, the drain's worker yields the CPU to the accepting path on a shared machine.
-    startChild('worker', 'src/worker/main.ts', env, join(logs, 'worker.log'), 'worker running', { nice: 10 }),
+    startChild('worker', 'dist/worker/main.js', env, join(logs, 'worker.log'), 'worker running', { nice: 10 }),
     startChild('bare accept', 'tools/bench/bareAccept.ts', { ...env, API_PORT: String(barePort) }, join(logs, 'bare.log'), 'bare accept listening'),
   ];
   const [, original] = (await redis.config('GET', 'appendfsync')) as [string, string];

@@ -142,7 +142,7 @@ class Fleet {
     await this.supervise(
       `api-${i}`,
       () => {
-        const child = startChild(`api-${i}`, 'src/api/main.ts', { ...this.env, API_PORT: String(port) }, join(this.dir, `api-${i}.${++this.incarnation}.log`), 'api listening');
+        const child = startChild(`api-${i}`, 'dist/api/main.js', { ...this.env, API_PORT: String(port) }, join(this.dir, `api-${i}.${++this.incarnation}.log`), 'api listening');
         return (this.apis[i] = Object.assign(child, { port }));
       },
       () => this.apis[i],
@@ -152,7 +152,7 @@ class Fleet {
   async startWorker(i: number): Promise<void> {
     await this.supervise(
       `worker-${i}`,
-      () => (this.workers[i] = startChild(`worker-${i}`, 'src/worker/main.ts', this.env, join(this.dir, `worker-${i}.${++this.incarnation}.log`), 'worker running')),
+      () => (this.workers[i] = startChild(`worker-${i}`, 'dist/worker/main.js', this.env, join(this.dir, `worker-${i}.${++this.incarnation}.log`), 'worker running')),
       () => this.workers[i],
     );
   }

@@ -292,10 +292,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const wave2Tokens = signTokens(config, `late-${runTag}-`, options.secondWaveBuyers);
 
     print('starting the API and the worker…');
-    children.push(startChild('api', 'src/api/main.ts', env, join(dir, 'api.log'), 'api listening'));
+    children.push(startChild('api', 'dist/api/main.js', env, join(dir, 'api.log'), 'api listening'));
     // The worker's work is the drain, at Temporal's pace: it yields the CPU to the API while the stampede lasts.
     const workerMetricsPort = await freePort();
-    children.push(startChild('worker', 'src/worker/main.ts', { ...env, WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
+    children.push(startChild('worker', 'dist/worker/main.js', { ...env, WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
     await Promise.all(children.map((c) => c.ready));
     const baseUrl = `http://${config.API_HOST}:${options.apiPort}`;
 

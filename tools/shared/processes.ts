@@ -1,4 +1,4 @@
-/** Starts the API and the worker as child processes (as an operator would run them) and stops them, on ports found free. */
+/** Starts the API and the worker as child processes (as an operator would run them, compiled) and stops them, on ports found free. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
@@ -16,7 +16,8 @@ export interface Child {
 }
 
 /**
- * Runs `node --import tsx <script>` with env, logging to logFile.
+ * Runs a script with env, logging to logFile: compiled JavaScript (the services as `npm run build` made them,
+ * dist/…) on plain node, as production runs it; TypeScript (a tool of ours) through tsx.
  * @param readyText text of the log line that says the process is serving
  * @param options.nice run it at this niceness (`nice -n`), all of its threads: background work that yields the
  *   CPU to the front door when they share a machine
@@ -31,7 +32,7 @@ export function startChild(
   options: { nice?: number; timeoutMs?: number } = {},
 ): Child {
   const { nice = 0, timeoutMs = 90_000 } = options;
-  const argv = [process.execPath, '--import', 'tsx', join(ROOT, script)];
+  const argv = script.endsWith('.ts') ? [process.execPath, '--import', 'tsx', join(ROOT, script)] : [process.execPath, join(ROOT, script)];
   const [command, ...args] = nice ? ['nice', '-n', String(nice), ...argv] : argv;
   const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const log = createWriteStream(logFile);
