@@ -11,6 +11,7 @@ import { readStackEnvDefaults, stackEnv } from '../../scripts/stack-env';
 
 interface Service {
   image?: string;
+  build?: string;
   command?: string[];
   entrypoint?: string[];
   environment?: Record<string, string | number>;
@@ -40,8 +41,24 @@ function environment(name: string): Record<string, string> {
   return Object.fromEntries(Object.entries(service(name).environment ?? {}).map(([key, value]) => [key, String(value)]));
 }
 
-test('has the four services and the one-shot topic initialiser', () => {
-  expect(Object.keys(services).sort()).toEqual(['kafka', 'kafka-init', 'postgres', 'redis', 'temporal']);
+test('has the four services, the one-shot topic initialiser and migration, the API and the worker', () => {
+  expect(Object.keys(services).sort()).toEqual(['api', 'kafka', 'kafka-init', 'migrate', 'postgres', 'redis', 'temporal', 'worker']);
+});
+
+test('the API, the worker and the migration run the compiled service from Dockerfile on plain node, against the compose services', () => {
+  const commands = Object.fromEntries(['migrate', 'api', 'worker'].map((name) => [name, service(name).command]));
+  expect(commands).toEqual({ migrate: ['node', 'dist/cli/migrate.js'], api: ['node', 'dist/api/main.js'], worker: ['node', 'dist/worker/main.js'] });
+  for (const name of ['migrate', 'api', 'worker']) {
+    expect(service(name).build).toBe('.');
+    expect(environment(name)).toEqual({ PGHOST: 'postgres', REDIS_HOST: 'redis', KAFKA_HOST: 'kafka', KAFKA_PORT: '29092', TEMPORAL_HOST: 'temporal', API_HOST: '0.0.0.0' });
+  }
+  expect(service('worker').depends_on).toEqual(service('api').depends_on);
+  expect(service('api').depends_on).toMatchObject({ migrate: { condition: 'service_completed_successfully' }, 'kafka-init': { condition: 'service_completed_successfully' } });
+  const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+  // Both stages on the pinned Node.js; the runtime stage without development dependencies (no tsx).
+  expect(dockerfile.match(/^FROM node:(\S+)/gm)).toEqual([`FROM node:${stack.NODE_VERSION}-bookworm-slim`, `FROM node:${stack.NODE_VERSION}-bookworm-slim`]);
+  expect(dockerfile).toContain('RUN npm ci --omit=dev');
+  expect(dockerfile).toContain('RUN npm run build');
 });
 
 test('publishes the stack.env ports, on 127.0.0.1 only', () => {
@@ -53,6 +70,9 @@ test('publishes the stack.env ports, on 127.0.0.1 only', () => {
     // Kafka advertises the host port and Temporal is told its ports, so inside and outside must agree.
     kafka: [`127.0.0.1:${stack.KAFKA_PORT}:${stack.KAFKA_PORT}`],
     'kafka-init': [],
+    migrate: [],
+    api: [`127.0.0.1:${stack.API_PORT}:${stack.API_PORT}`],
+    worker: [],
     temporal: [`127.0.0.1:${stack.TEMPORAL_PORT}:${stack.TEMPORAL_PORT}`, `127.0.0.1:${stack.TEMPORAL_UI_PORT}:${stack.TEMPORAL_UI_PORT}`],
   });
 });
@@ -97,8 +117,11 @@ test('Kafka is the stack.env version with the broker settings services.sh genera
   );
   const expected = {
     ...native,
-    // A container listens on all its interfaces for the published port to reach it; its data sits on a volume.
-    KAFKA_LISTENERS: native.KAFKA_LISTENERS.replace('PLAINTEXT://127.0.0.1:', 'PLAINTEXT://0.0.0.0:'),
+    // A container listens on all its interfaces for the published port to reach it, and on an INTERNAL
+    // listener for the api and worker containers; its data sits on a volume.
+    KAFKA_LISTENERS: `${native.KAFKA_LISTENERS.replace('PLAINTEXT://127.0.0.1:', 'PLAINTEXT://0.0.0.0:')},INTERNAL://0.0.0.0:29092`,
+    KAFKA_ADVERTISED_LISTENERS: `${native.KAFKA_ADVERTISED_LISTENERS},INTERNAL://kafka:29092`,
+    KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: `${native.KAFKA_LISTENER_SECURITY_PROTOCOL_MAP},INTERNAL:PLAINTEXT`,
     KAFKA_LOG_DIRS: '/var/lib/kafka/data',
     KAFKA_HEAP_OPTS: stack.KAFKA_HEAP_OPTS,
   };
