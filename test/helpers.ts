@@ -10,8 +10,9 @@ import type { Pool } from 'pg';
 import { auditSale } from '../src/audit';
 import { loadConfig, type Config } from '../src/config';
 import { createPool } from '../src/db';
-import type { OrderView } from '../src/order/types';
+import type { Order, OrderStatus } from '../src/order/types';
 import { createKafka } from '../src/kafka';
+import { Orders } from '../src/order/store';
 import { createRedis, ReservationStore, saleKeys, type FlashRedis } from '../src/reservation/store';
 import { createSale, loadSale, type Sale } from '../src/sale/sales';
 
@@ -50,6 +51,7 @@ export interface Clients {
   pool: Pool;
   redis: FlashRedis;
   store: ReservationStore;
+  orders: Orders;
   /** Sales made through createTestSale with these clients. */
   sales: number[];
   /** Deletes the start queues of the suite's sales (so no later suite's starter takes their entries), then disconnects. */
@@ -61,10 +63,12 @@ export function connectClients(config: Config): Clients {
   const pool = createPool(config);
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
   const sales: number[] = [];
+  const store = new ReservationStore(redis);
   return {
     pool,
     redis,
-    store: new ReservationStore(redis),
+    store,
+    orders: new Orders(pool, store),
     sales,
     close: async () => {
       if (sales.length) await redis.del(...sales.map((id) => saleKeys(id).startQueue)).catch(() => undefined);
@@ -100,6 +104,18 @@ export async function createTestSale(clients: Clients, options: TestSaleOptions 
   await loadSale(clients.pool, clients.store, sale.saleId, false);
   clients.sales.push(sale.saleId);
   return sale;
+}
+
+/** An order's row as PostgreSQL holds it (the tests' own read), or undefined when there is none. */
+export async function orderRow(
+  pool: Pool,
+  orderId: string,
+): Promise<{ status: OrderStatus; paymentId: string | null; priceMinor: number; reason: string | null; deadlineAt: Date } | undefined> {
+  const res = await pool.query(
+    'SELECT status, payment_id AS "paymentId", price_minor::float8 AS "priceMinor", reason, deadline_at AS "deadlineAt" FROM orders WHERE id = $1',
+    [orderId],
+  );
+  return res.rows[0];
 }
 
 /** Retries check every 100 ms until it resolves (its value is returned) or timeoutMs passed (its last error is thrown). */
@@ -197,8 +213,8 @@ export function rawRequest(method: string, url: string, headers: Record<string, 
  * The result of an order's workflow, once the starter has started it (an accepted order may wait in its start
  * queue for a moment; result() on an id Temporal does not know yet fails at once).
  */
-export async function orderResult(temporal: Client, orderId: string): Promise<OrderView> {
+export async function orderResult(temporal: Client, orderId: string): Promise<Order> {
   const handle = temporal.workflow.getHandle(orderId);
   await until(`the workflow of order ${orderId}`, () => handle.describe().then(() => true, () => false));
-  return handle.result() as Promise<OrderView>;
+  return handle.result() as Promise<Order>;
 }

@@ -1,31 +1,25 @@
 /**
- * Activities of orderWorkflow: thin, typed, built from injected clients (PostgreSQL pool, Redis reservation
- * store, Kafka publisher). The workflow runs them as local activities, so each may run more than once, and
- * inside a workflow task the server may refuse: each is idempotent (I5), and each follows PostgreSQL's word
- * rather than the workflow's, so a re-run can only repeat what PostgreSQL already decided. PostgreSQL
- * constraint violations are business outcomes and fail non-retryably; connection errors are retried.
+ * Activities of orderWorkflow: thin, typed, built from injected clients. Each is one transition of the order
+ * (src/order/store.ts, the only code that writes an order's state) followed by its event on Kafka. The
+ * workflow runs them as local activities, so each may run more than once, and inside a workflow task the
+ * server may refuse: each is idempotent (I5) and follows PostgreSQL's word rather than the workflow's, so a
+ * re-run can only repeat what PostgreSQL already decided. PostgreSQL constraint violations are business
+ * outcomes and fail non-retryably; connection errors are retried.
  */
 import { ApplicationFailure } from '@temporalio/activity';
-import type { Pool } from 'pg';
 import { isConstraintViolation } from '../db';
 import { orderEvent, type OrderEvent } from '../order/events';
-import type { OrderInput, OrderStatus, PayResult, Payment } from '../order/types';
 import type { EventPublisher } from '../order/publisher';
-import * as orders from '../order/store';
-import type { ReservationStore } from '../reservation/store';
+import type { Orders, Outcome } from '../order/store';
+import type { OrderInput, PayResult, Payment } from '../order/types';
 
 export interface ActivityDeps {
-  pool: Pool;
-  store: ReservationStore;
+  orders: Orders;
   events: EventPublisher;
 }
 
-/** Where an order ended, as PostgreSQL holds it; PENDING while its deadline is still ahead. */
-export interface Settled {
-  status: OrderStatus;
-  paymentId?: string;
-  reason?: string;
-}
+/** Where an order stands, as PostgreSQL holds it; PENDING while its deadline is still ahead. */
+export type Settled = Outcome;
 
 async function classified<T>(work: () => Promise<T>): Promise<T> {
   try {
@@ -38,91 +32,58 @@ async function classified<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
+const notFound = (order: OrderInput) => ApplicationFailure.nonRetryable(`order ${order.orderId} has no row`, 'ORDER_NOT_FOUND');
+
 /** @returns the activity functions registered on the worker */
-export function createActivities({ pool, store, events }: ActivityDeps) {
+export function createActivities({ orders, events }: ActivityDeps) {
   const event = (type: OrderEvent['type'], order: OrderInput, extra: Parameters<typeof orderEvent>[3] = {}) => orderEvent(type, order, new Date(), extra);
-
-  /**
-   * Brings Redis and Kafka in line with a final status PostgreSQL holds: the unit back unless PAID, then the
-   * event, sent after `before` in the same request.
-   */
-  const follow = async (order: OrderInput, settlement: orders.Settlement, before: OrderEvent[] = []): Promise<Settled> => {
-    const { status } = settlement;
-    const paymentId = settlement.paymentId ?? undefined;
-    const reason = settlement.reason ?? undefined;
-    if (status === 'PAID') await events.publishAll([...before, event('OrderPaid', order, { paymentId, amount: settlement.priceMinor })]);
-    if (status === 'EXPIRED' || status === 'REJECTED') {
-      await store.release(order.saleId, order.itemId, order.orderId);
-      await events.publishAll([...before, status === 'EXPIRED' ? event('OrderExpired', order) : event('OrderRejected', order, { reason })]);
-    }
-    return { status, ...(paymentId && { paymentId }), ...(reason && { reason }) };
-  };
-
-  /** settleOrder's work, with `before` published ahead of its event (or alone, when it stays PENDING). */
-  const settle = async (order: OrderInput, atMs: number, before: OrderEvent[] = []): Promise<Settled> => {
-    const settlement = await classified(() => orders.expireOrder(pool, order.orderId, atMs));
-    if (!settlement) throw ApplicationFailure.nonRetryable(`order ${order.orderId} has no row`, 'ORDER_NOT_FOUND');
-    if (settlement.status !== 'PENDING') return follow(order, settlement, before);
-    if (before.length) await events.publishAll(before);
-    return { status: 'PENDING' };
-  };
 
   return {
     /**
-     * Stores the order PENDING and counted in `sold` (I1, I3), or REJECTED when PostgreSQL says no, then
-     * publishes OrderPlaced. A retry, or a row the payment route stored first, returns the stored status.
-     * @param deadline ISO-8601 end of the payment window
+     * Places the order (Orders.place: PENDING and counted in `sold`, I1, I3; or REJECTED), then publishes
+     * OrderPlaced. A retry, or a row the payment route stored first, returns the stored status.
      */
-    async placeOrder(order: OrderInput, deadline: string): Promise<Settled> {
-      const stored = await classified(() => orders.persistOrder(pool, order, new Date(deadline)));
+    async placeOrder(order: OrderInput): Promise<Settled> {
+      const placed = await classified(() => orders.place(order));
       await events.publish(event('OrderPlaced', order));
-      return { status: stored.status, ...(stored.reason && { reason: stored.reason }) };
+      return placed;
     },
 
     /**
-     * placeOrder and settleOrder in one, for a workflow that first runs at or after the order's deadline (its
-     * start waited in a backlog longer than the payment window): stores the order (or finds the row the
-     * payment route stored), then settles it as settleOrder does, with OrderPlaced and the final event in one
-     * Kafka request. One local activity instead of two for each order of such a backlog.
-     * @param deadline ISO-8601 end of the payment window
-     * @param atMs the workflow's clock (ms since the epoch), at or after the deadline
-     * @returns the settled order; PENDING, placed and otherwise unchanged, while the row's deadline is after atMs
-     */
-    async placeAndSettle(order: OrderInput, deadline: string, atMs: number): Promise<Settled> {
-      await classified(() => orders.persistOrder(pool, order, new Date(deadline)));
-      return settle(order, atMs, [event('OrderPlaced', order)]);
-    },
-
-    /**
-     * Decides a payment in PostgreSQL (orders.payOrder: the arbiter of payment against deadline) and, when it
-     * is PAID, settles the order (OrderPaid). Idempotent per paymentId.
-     * @throws non-retryable ORDER_NOT_FOUND when the order has no row (the workflow waits for placeOrder first)
+     * The workflow's payment step: Orders.pay (PostgreSQL decides it against the deadline) and, when PAID,
+     * OrderPaid. Idempotent per paymentId and amount.
+     * @throws non-retryable ORDER_NOT_FOUND when the order has neither a row nor a reservation
      */
     async payOrder(order: OrderInput, payment: Payment): Promise<PayResult> {
-      const result = await classified(() => orders.payOrder(pool, order.orderId, payment.paymentId, payment.amount));
-      if (!result) throw ApplicationFailure.nonRetryable(`order ${order.orderId} has no row`, 'ORDER_NOT_FOUND');
-      if ('status' in result) await events.publish(event('OrderPaid', order, { paymentId: payment.paymentId, amount: payment.amount }));
-      return result;
+      const result = await classified(() => orders.pay(order.orderId, payment));
+      if (!result) throw notFound(order);
+      if ('error' in result) return result;
+      await events.publish(event('OrderPaid', order, { paymentId: payment.paymentId, amount: payment.amount }));
+      return { status: 'PAID', paymentId: result.paymentId };
     },
 
     /**
-     * Settles the order once its deadline has passed by atMs, or once PostgreSQL holds it final: compensation
-     * for an unpaid one (EXPIRED and sold − 1 in one statement, the unit back in Redis, OrderExpired; I4), the
-     * unit back and OrderRejected for a REJECTED one, OrderPaid for a PAID one. Each step has one effect however
-     * often it runs (I5).
+     * Settles the order once its deadline has passed by atMs, or once PostgreSQL holds it final
+     * (Orders.settle: compensation for an unpaid one, its unit back, I4), then publishes its final event.
      * @param atMs the workflow's clock (ms since the epoch), at or after the deadline when its timer fired
-     * @returns PENDING, changing nothing, while the row's deadline is after atMs
+     * @returns PENDING, changing nothing, while the deadline is after atMs
      * @throws non-retryable ORDER_NOT_FOUND when the order has no row
      */
     async settleOrder(order: OrderInput, atMs: number): Promise<Settled> {
-      return settle(order, atMs);
+      const settled = await classified(() => orders.settle(order, atMs));
+      if (!settled) throw notFound(order);
+      const { priceMinor, ...outcome } = settled;
+      if (outcome.status === 'PAID') await events.publish(event('OrderPaid', order, { paymentId: outcome.paymentId, amount: priceMinor }));
+      if (outcome.status === 'EXPIRED') await events.publish(event('OrderExpired', order));
+      if (outcome.status === 'REJECTED') await events.publish(event('OrderRejected', order, { reason: outcome.reason }));
+      return outcome;
     },
 
-    /** For an order PostgreSQL would not store at all: its unit back in Redis and OrderRejected. */
+    /** For an order PostgreSQL would not store at all: Orders.rejectUnstored (its unit back), then OrderRejected. */
     async rejectUnstored(order: OrderInput, reason: string): Promise<Settled> {
-      await store.release(order.saleId, order.itemId, order.orderId);
+      const rejected = await orders.rejectUnstored(order, reason);
       await events.publish(event('OrderRejected', order, { reason }));
-      return { status: 'REJECTED', reason };
+      return rejected;
     },
 
     /** Publishes one event (a retry may publish it twice; its eventId lets consumers drop the copy). */

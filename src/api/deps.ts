@@ -5,6 +5,7 @@
 import type { Pool } from 'pg';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
+import type { Orders } from '../order/store';
 import type { FlashRedis, ReservationStore } from '../reservation/store';
 import type { Starter } from '../starter/starter';
 import type { Catalog } from './catalog';
@@ -18,6 +19,8 @@ export interface AppDeps {
   pool: Pool;
   redis: FlashRedis;
   store: ReservationStore;
+  /** The order's life: the only code that writes an order's state. */
+  orders: Orders;
   workflows: OrderWorkflows;
   catalog: Catalog;
   soldOut: SoldOutFlags;

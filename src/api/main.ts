@@ -11,6 +11,7 @@ import type { Duplex } from 'node:stream';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createLogger, type Logger } from '../logger';
+import { Orders } from '../order/store';
 import { createRedis, ReservationStore } from '../reservation/store';
 import { StartQueue } from '../reservation/startQueue';
 import { OrderWorkflows } from '../temporal';
@@ -54,6 +55,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     throw err;
   }
   const store = new ReservationStore(redis);
+  const orders = new Orders(pool, store);
   const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'));
   soldOut.start();
   const recentSales = new RecentSales(pool, config.CATALOG_REFRESH_MS);
@@ -87,6 +89,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     pool,
     redis,
     store,
+    orders,
     workflows,
     catalog: new Catalog(pool, config.CATALOG_REFRESH_MS),
     soldOut,

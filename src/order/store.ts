@@ -1,190 +1,264 @@
 /**
- * Orders in PostgreSQL, the source of truth. Every write is idempotent (I5): a retried activity finds its
- * earlier effect and returns the same answer. Business outcomes (item exhausted, buyer already holds a live
- * order) are answers, not errors: ON CONFLICT and guarded UPDATE … RETURNING keep the transaction healthy.
+ * The order's life, in one place: every transition of an order's state (place, pay, expire, reject) is a
+ * method here, one PostgreSQL statement each under its guards (I1: the CHECK `sold <= quantity`; I3: the
+ * one-live-order index), with the unit going back to Redis stock where the transition frees it. Acceptance is
+ * the reservation itself (lua/reserve.lua, src/reservation/store.ts); from then on the workflow's activities
+ * and the payment route change an order only through this class.
+ *
+ * Every write is idempotent (I5): a retried activity finds its earlier effect and returns the same answer.
+ * Business outcomes (item exhausted, buyer already holds a live order, payment refused) are answers, not
+ * errors. PostgreSQL decides payment against deadline (docs/design.md): `windowOpen` is that rule.
  */
 import type { Pool } from 'pg';
-import { inTransaction } from '../db';
-import type { OrderInput, OrderStatus, PayResult } from './types';
+import type { ReservationStore } from '../reservation/store';
+import { saleOfOrder } from './id';
+import { paymentDeadlineMs, type Order, type OrderInput, type OrderStatus, type PayResult, type Payment } from './types';
 
-export interface OrderRow {
+/** What PostgreSQL holds of an order once a transition has run. */
+export interface Outcome {
+  status: OrderStatus;
+  paymentId?: string;
+  reason?: string;
+}
+
+/** A payment's outcome; `stored` when this payment also stored the order (its workflow had not yet). */
+export type PayOutcome = PayResult & { stored?: true };
+
+/**
+ * The payment-window rule, in SQL: a payment is taken while the deadline the buyer was shown is still ahead of
+ * `clock` (PostgreSQL's `now()`); the expiry needs it not to be (at the workflow's clock, the same on one host).
+ */
+const windowOpen = (deadline: string, clock: string) => `${deadline} > ${clock}`;
+
+const ORDER_COLUMNS = `id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", status,
+  price_minor::float8 AS "priceMinor", payment_id AS "paymentId", reason, deadline_at AS "deadlineAt"`;
+
+interface OrderRow {
   orderId: string;
   saleId: number;
   itemId: number;
   userId: string;
   status: OrderStatus;
   priceMinor: number;
-  reason: string | null;
   paymentId: string | null;
-  reservedAt: Date;
-  deadlineAt: Date;
-  updatedAt: Date;
-}
-
-/** Result of persisting a new order: PENDING and counted in `sold`, or REJECTED with the reason. */
-export interface PersistResult {
-  status: OrderStatus;
   reason: string | null;
+  deadlineAt: Date;
 }
 
-const COLUMNS = `id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", status,
-  price_minor::float8 AS "priceMinor", reason, payment_id AS "paymentId", reserved_at AS "reservedAt",
-  deadline_at AS "deadlineAt", updated_at AS "updatedAt"`;
+function asOrder(row: OrderRow): Order {
+  return {
+    orderId: row.orderId,
+    saleId: row.saleId,
+    itemId: row.itemId,
+    userId: row.userId,
+    status: row.status,
+    priceMinor: row.priceMinor,
+    paymentDeadline: row.deadlineAt.toISOString(),
+    ...(row.paymentId && { paymentId: row.paymentId }),
+    ...(row.reason && { reason: row.reason }),
+  };
+}
 
-/**
- * Inserts the order as PENDING and counts it in its item's `sold`, in one statement guarded by the CHECK
- * `sold <= quantity` (I1). If the item is exhausted in PostgreSQL (Redis drifted) the order is stored as
- * REJECTED (reason SOLD_OUT); if the buyer already has a live order in the sale, REJECTED (ALREADY_PURCHASED, I3).
- * A retry returns the stored outcome and changes nothing.
- */
-export async function persistOrder(pool: Pool, order: OrderInput, deadlineAt: Date): Promise<PersistResult> {
-  const values = [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, new Date(order.reservedAtMs), deadlineAt];
-  try {
-    // One statement, so no round trip to this client while the item's row is locked (from its UPDATE to the
-    // commit): every order of an item queues on that lock. As BEGIN, INSERT, UPDATE, COMMIT it stayed locked
-    // across a round trip, and in a burst of route payments 16 sessions on average waited for it.
-    const stored = await pool.query<{ inserted: number }>(
-      `WITH inserted AS (
-         INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at)
-         VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $7) ON CONFLICT DO NOTHING RETURNING id
-       ), counted AS (
-         UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
-       )
-       SELECT count(*)::int AS inserted FROM inserted`,
-      values,
-    );
-    if (stored.rows[0].inserted === 1) return { status: 'PENDING', reason: null };
-  } catch (err) {
-    if ((err as { constraint?: unknown }).constraint !== 'items_sold_within_quantity') throw err;
-    // The item is exhausted in PostgreSQL: the statement wrote nothing, and the order is stored refused.
-    await pool.query(
-      `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at)
-       VALUES ($1, $2, $3, $4, 'REJECTED', 'SOLD_OUT', $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
-      values,
-    );
-    return (await pool.query<PersistResult>('SELECT status, reason FROM orders WHERE id = $1', [order.orderId])).rows[0];
-  }
-  return inTransaction(pool, async (tx) => {
-    const existing = await tx.query<PersistResult>('SELECT status, reason FROM orders WHERE id = $1', [order.orderId]);
-    if (existing.rowCount === 1) return existing.rows[0];
+function outcome(status: OrderStatus, paymentId: string | null | undefined, reason: string | null | undefined): Outcome {
+  return { status, ...(paymentId && { paymentId }), ...(reason && { reason }) };
+}
+
+const isSoldOutInPostgres = (err: unknown) => (err as { constraint?: unknown }).constraint === 'items_sold_within_quantity';
+
+/** Orders in PostgreSQL (the source of truth) and their units in Redis. Methods throw pg or ioredis errors when a store is unreachable. */
+export class Orders {
+  constructor(
+    private readonly pool: Pool,
+    private readonly reservations: ReservationStore,
+  ) {}
+
+  /**
+   * Places an accepted order: stored PENDING and counted in its item's `sold`, in one statement under the
+   * CHECK (I1). REJECTED (SOLD_OUT) when the item is exhausted in PostgreSQL (Redis drifted), REJECTED
+   * (ALREADY_PURCHASED) when the buyer holds another live order in the sale (I3). A retry, or a row the payment
+   * route stored first (PAID), returns what is stored and changes nothing.
+   * @throws pg constraint errors (23xxx, 22xxx) for an order PostgreSQL cannot store at all
+   */
+  async place(order: OrderInput): Promise<Outcome> {
+    const values = [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order))];
+    const refused = (reason: 'SOLD_OUT' | 'ALREADY_PURCHASED') =>
+      this.pool.query(
+        `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at)
+         VALUES ($1, $2, $3, $4, 'REJECTED', $8, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
+        [...values, reason],
+      );
+    try {
+      // One statement, so no round trip to this client while the item's row is locked (from its UPDATE to the
+      // commit): every order of an item queues on that lock.
+      const stored = await this.pool.query<{ inserted: number }>(
+        `WITH inserted AS (
+           INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at)
+           VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $7) ON CONFLICT DO NOTHING RETURNING id
+         ), counted AS (
+           UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
+         )
+         SELECT count(*)::int AS inserted FROM inserted`,
+        values,
+      );
+      if (stored.rows[0].inserted === 1) return { status: 'PENDING' };
+    } catch (err) {
+      if (!isSoldOutInPostgres(err)) throw err;
+      // The statement wrote nothing: the order is stored refused.
+      await refused('SOLD_OUT');
+      return this.storedOutcome(order.orderId);
+    }
+    const stored = await this.storedOutcome(order.orderId).catch(() => undefined);
+    if (stored) return stored;
     // The insert lost to the one-live-order-per-buyer index, not to this order's own row.
-    await tx.query(
-      `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at)
-       VALUES ($1, $2, $3, $4, 'REJECTED', 'ALREADY_PURCHASED', $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
-      values,
-    );
-    return (await tx.query<PersistResult>('SELECT status, reason FROM orders WHERE id = $1', [order.orderId])).rows[0];
-  });
-}
-
-/**
- * Stores an order that has no row yet as PAID, in one statement: the payment route's way to take a payment
- * for an order its workflow has not stored. persistOrder and payOrder in one, so the order is never seen
- * PENDING in between, and its workflow, whenever it runs, finds the row PAID and settles it in its first task
- * (the route need not signal it). PostgreSQL's clock decides the deadline as in payOrder, the row counts in
- * `sold` under the CHECK `sold <= quantity` (I1) as in persistOrder, and the one-live-order index stands (I3).
- * The caller checks the amount against the price first.
- * @param priceMinor the order's price, which the payment's amount matched (minor units)
- * @returns true when this call stored it PAID; false when it wrote nothing: a row exists (the workflow's, or
- *   an earlier payment's), the deadline has passed, the buyer holds another live order, or the item is
- *   exhausted in PostgreSQL (persistOrder and payOrder then give the answer)
- */
-export async function storePaidOrder(pool: Pool, order: OrderInput, deadlineAt: Date, paymentId: string): Promise<boolean> {
-  try {
-    const stored = await pool.query<{ inserted: number }>(
-      `WITH inserted AS (
-         INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at)
-         SELECT $1, $2, $3, $4, 'PAID', $5, $6, $7, $8 WHERE $8::timestamptz > now()
-         ON CONFLICT DO NOTHING RETURNING id
-       ), counted AS (
-         UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
-       )
-       SELECT count(*)::int AS inserted FROM inserted`,
-      [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, paymentId, new Date(order.reservedAtMs), deadlineAt],
-    );
-    return stored.rows[0].inserted === 1;
-  } catch (err) {
-    if ((err as { constraint?: unknown }).constraint === 'items_sold_within_quantity') return false;
-    throw err;
+    await refused('ALREADY_PURCHASED');
+    return this.storedOutcome(order.orderId);
   }
-}
 
-/**
- * Decides a payment against the payment window, in one conditional UPDATE: PostgreSQL is the arbiter of
- * payment against deadline. The order becomes PAID only if it is PENDING, its deadline is still ahead by
- * PostgreSQL's clock and the amount is its price; the expiry (expireOrder) changes only a PENDING order too,
- * so exactly one of the two wins, whichever commits first. The same payment again is answered PAID again
- * (idempotent per paymentId and amount).
- * @param amount minor units
- * @returns PAID, or why not: AMOUNT_MISMATCH (nothing changes), PAYMENT_WINDOW_CLOSED (deadline passed,
- *   or EXPIRED), ORDER_NOT_PENDING (paid by another payment, or REJECTED); undefined when there is no such row
- */
-export async function payOrder(pool: Pool, orderId: string, paymentId: string, amount: number): Promise<PayResult | undefined> {
-  for (;;) {
-    const paid = await pool.query(
-      `UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
-       WHERE id = $1 AND status = 'PENDING' AND deadline_at > now() AND price_minor = $3 RETURNING id`,
-      [orderId, paymentId, amount],
-    );
-    if (paid.rowCount === 1) return { status: 'PAID', paymentId };
-    const res = await pool.query<{ status: OrderStatus; paymentId: string | null; priceMinor: number; closed: boolean }>(
-      `SELECT status, payment_id AS "paymentId", price_minor::float8 AS "priceMinor", deadline_at <= now() AS closed FROM orders WHERE id = $1`,
-      [orderId],
+  /**
+   * Takes a payment, decided by PostgreSQL in one statement: the order becomes PAID only while it is PENDING,
+   * its deadline ahead (windowOpen) and the amount its price. An order that has no row yet (its workflow has
+   * not stored it) is stored PAID from its reservation in Redis, counted in `sold` under the same guards as
+   * place; its workflow then finds it PAID. The same payment again is answered PAID again, even after the
+   * deadline (the payment service retries a payment whose answer it lost).
+   * @param order the order's terms when the caller has them (its workflow); else they come from its reservation
+   * @param payment amount in minor units
+   * @returns PAID (`stored` when this call stored the order), or why not: AMOUNT_MISMATCH (nothing changes),
+   *   PAYMENT_WINDOW_CLOSED (deadline passed, or EXPIRED), ORDER_NOT_PENDING (paid by another payment, or
+   *   REJECTED); undefined when there is no such order
+   */
+  async pay(orderId: string, payment: Payment, order?: OrderInput): Promise<PayOutcome | undefined> {
+    for (;;) {
+      const paid = await this.pool.query(
+        `UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
+         WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} AND price_minor = $3 RETURNING id`,
+        [orderId, payment.paymentId, payment.amount],
+      );
+      if (paid.rowCount === 1) return { status: 'PAID', paymentId: payment.paymentId };
+      const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; priceMinor: number; open: boolean }>(
+        `SELECT status, payment_id AS "paymentId", price_minor::float8 AS "priceMinor", ${windowOpen('deadline_at', 'now()')} AS open FROM orders WHERE id = $1`,
+        [orderId],
+      );
+      const row = res.rows[0];
+      if (!row) {
+        const terms = order ?? (await this.reserved(orderId));
+        if (!terms) return undefined;
+        if (terms.priceMinor !== payment.amount) return { error: 'AMOUNT_MISMATCH' };
+        const stored = await this.storePaid(terms, payment);
+        if (stored === 'stored') return { status: 'PAID', paymentId: payment.paymentId, stored: true };
+        if (stored === 'closed') return { error: 'PAYMENT_WINDOW_CLOSED' };
+        // Not stored: a row appeared meanwhile (its workflow's), or PostgreSQL refused it (the buyer's other
+        // live order, the item exhausted there), which place records; then decide against the row.
+        await this.place(terms);
+        continue;
+      }
+      // Before the replay check: a paymentId that paid, sent again with another amount, is no replay (I7).
+      if (row.priceMinor !== payment.amount) return { error: 'AMOUNT_MISMATCH' };
+      if (row.status === 'PAID' && row.paymentId === payment.paymentId) return { status: 'PAID', paymentId: payment.paymentId };
+      if (row.status === 'EXPIRED' || (row.status === 'PENDING' && !row.open)) return { error: 'PAYMENT_WINDOW_CLOSED' };
+      // A payable row the UPDATE did not see was inserted between the two statements (the workflow storing
+      // the order as the payment arrived): decide again, now that it exists.
+      if (row.status !== 'PENDING') return { error: 'ORDER_NOT_PENDING' };
+    }
+  }
+
+  /**
+   * Settles an order once its deadline has passed by atMs, or once PostgreSQL holds it final: an unpaid one
+   * becomes EXPIRED and leaves `sold` in one statement, and its unit goes back to Redis stock (compensation,
+   * I4); a REJECTED one's unit goes back; a PAID one keeps its unit. Each step has one effect however often
+   * it runs (I5).
+   * @param atMs the workflow's clock (ms since the epoch), at or after the deadline when its timer fired
+   * @returns the final outcome with the price (minor units); PENDING, changing nothing, while the deadline is
+   *   after atMs; undefined when there is no such row
+   */
+  async settle(order: OrderInput, atMs: number): Promise<(Outcome & { priceMinor: number }) | undefined> {
+    const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; reason: string | null; priceMinor: number }>(
+      `WITH expired AS (
+         UPDATE orders SET status = 'EXPIRED', updated_at = now()
+         WHERE id = $1 AND status = 'PENDING' AND NOT ${windowOpen('deadline_at', '$2')} RETURNING item_id
+       ), uncounted AS (
+         UPDATE items SET sold = sold - 1 FROM expired WHERE items.id = expired.item_id
+       )
+       SELECT CASE WHEN EXISTS (SELECT 1 FROM expired) THEN 'EXPIRED' ELSE o.status END AS status,
+              o.payment_id AS "paymentId", o.reason, o.price_minor::float8 AS "priceMinor"
+       FROM orders o WHERE o.id = $1`,
+      [order.orderId, new Date(atMs)],
     );
     const row = res.rows[0];
     if (!row) return undefined;
-    // Before the replay check: a paymentId that paid, sent again with another amount, is no replay (I7).
-    if (row.priceMinor !== amount) return { error: 'AMOUNT_MISMATCH' };
-    if (row.status === 'PAID' && row.paymentId === paymentId) return { status: 'PAID', paymentId };
-    if (row.status === 'EXPIRED' || (row.status === 'PENDING' && row.closed)) return { error: 'PAYMENT_WINDOW_CLOSED' };
-    // A payable row the UPDATE did not see was inserted between the two statements (the workflow storing the
-    // order as the payment arrived): decide again, now that it exists (found by the fault campaign, seed 1003).
-    if (row.status !== 'PENDING') return { error: 'ORDER_NOT_PENDING' };
+    if (row.status === 'EXPIRED' || row.status === 'REJECTED') await this.reservations.release(order.saleId, order.itemId, order.orderId);
+    return { ...outcome(row.status, row.paymentId, row.reason), priceMinor: row.priceMinor };
+  }
+
+  /** Rejects an order PostgreSQL would not store at all: its unit goes back to Redis stock. */
+  async rejectUnstored(order: OrderInput, reason: string): Promise<Outcome> {
+    await this.reservations.release(order.saleId, order.itemId, order.orderId);
+    return { status: 'REJECTED', reason };
+  }
+
+  /**
+   * @returns the order as readers see it: from PostgreSQL once stored, else from its reservation in Redis
+   *   (PENDING from the 202 until its workflow stores it, I4); undefined when there is no such order
+   */
+  async find(orderId: string): Promise<Order | undefined> {
+    const res = await this.pool.query<OrderRow>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1`, [orderId]);
+    if (res.rows[0]) return asOrder(res.rows[0]);
+    const held = await this.reserved(orderId);
+    if (!held) return undefined;
+    const { orderId: id, saleId, itemId, userId, priceMinor } = held;
+    return { orderId: id, saleId, itemId, userId, status: 'PENDING', priceMinor, paymentDeadline: new Date(paymentDeadlineMs(held)).toISOString() };
+  }
+
+  /** @returns the order's terms from its reservation in its sale (which its id carries), or undefined */
+  private async reserved(orderId: string): Promise<OrderInput | undefined> {
+    const saleId = saleOfOrder(orderId);
+    return saleId === undefined ? undefined : this.reservations.findReservation(saleId, orderId);
+  }
+
+  private async storedOutcome(orderId: string): Promise<Outcome> {
+    const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; reason: string | null }>(
+      'SELECT status, payment_id AS "paymentId", reason FROM orders WHERE id = $1',
+      [orderId],
+    );
+    if (!res.rows[0]) throw new Error(`order ${orderId} has no row`);
+    return outcome(res.rows[0].status, res.rows[0].paymentId, res.rows[0].reason);
+  }
+
+  /**
+   * Stores an order that has no row yet as PAID, in one statement: place and pay together, so the order is
+   * never seen PENDING in between; under windowOpen, the CHECK (I1) and the one-live-order index (I3).
+   * @returns 'stored'; 'closed' when its deadline has passed (nothing written); 'not-stored' when it wrote
+   *   nothing otherwise (a row exists, the buyer holds another live order, or the item is exhausted in PostgreSQL)
+   */
+  private async storePaid(order: OrderInput, payment: Payment): Promise<'stored' | 'closed' | 'not-stored'> {
+    try {
+      const stored = await this.pool.query<{ inserted: number; open: boolean }>(
+        `WITH inserted AS (
+           INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at)
+           SELECT $1, $2, $3, $4, 'PAID', $5, $6, $7, $8 WHERE ${windowOpen('$8::timestamptz', 'now()')}
+           ON CONFLICT DO NOTHING RETURNING id
+         ), counted AS (
+           UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
+         )
+         SELECT count(*)::int AS inserted, ${windowOpen('$8::timestamptz', 'now()')} AS open FROM inserted`,
+        [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, payment.paymentId, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order))],
+      );
+      if (stored.rows[0].inserted === 1) return 'stored';
+      return stored.rows[0].open ? 'not-stored' : 'closed';
+    } catch (err) {
+      if (isSoldOutInPostgres(err)) return 'not-stored';
+      throw err;
+    }
   }
 }
 
-/** An order's final word in PostgreSQL, as expireOrder reads it. */
-export interface Settlement {
-  status: OrderStatus;
-  paymentId: string | null;
-  reason: string | null;
-  /** Minor units. */
-  priceMinor: number;
-}
-
-/**
- * Compensation in PostgreSQL: a PENDING order whose deadline is at or before atMs becomes EXPIRED and its unit
- * leaves `sold`, in one statement (so one transaction). atMs is the workflow's clock when its timer fired, at or
- * after the deadline: on one host the same clock as PostgreSQL's, which payOrder reads; across hosts their skew
- * may send the workflow round its settle-again loop, and exactly one of payment and expiry still wins.
- * @param atMs ms since the epoch
- * @returns the order afterwards: EXPIRED (now or before), PAID or REJECTED (settled otherwise), PENDING (its
- *   deadline is after atMs); undefined when there is no such row
- */
-export async function expireOrder(pool: Pool, orderId: string, atMs: number): Promise<Settlement | undefined> {
-  const res = await pool.query<Settlement>(
-    `WITH expired AS (
-       UPDATE orders SET status = 'EXPIRED', updated_at = now()
-       WHERE id = $1 AND status = 'PENDING' AND deadline_at <= $2 RETURNING item_id
-     ), uncounted AS (
-       UPDATE items SET sold = sold - 1 FROM expired WHERE items.id = expired.item_id
-     )
-     SELECT CASE WHEN EXISTS (SELECT 1 FROM expired) THEN 'EXPIRED' ELSE o.status END AS status,
-            o.payment_id AS "paymentId", o.reason, o.price_minor::float8 AS "priceMinor"
-     FROM orders o WHERE o.id = $1`,
-    [orderId, new Date(atMs)],
+/** @returns the sale's PENDING and PAID orders (which hold units, I2) with their terms, for a rebuild of Redis */
+export async function liveOrders(pool: Pool, saleId: number): Promise<OrderInput[]> {
+  const res = await pool.query<OrderInput>(
+    `SELECT id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", price_minor::float8 AS "priceMinor",
+            (extract(epoch FROM reserved_at) * 1000)::float8 AS "reservedAtMs",
+            (extract(epoch FROM deadline_at - reserved_at) * 1000)::float8 AS "paymentWindowMs"
+     FROM orders WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`,
+    [saleId],
   );
-  return res.rows[0];
-}
-
-/** @returns the order, or undefined when there is no such row */
-export async function findOrder(pool: Pool, orderId: string): Promise<OrderRow | undefined> {
-  const res = await pool.query<OrderRow>(`SELECT ${COLUMNS} FROM orders WHERE id = $1`, [orderId]);
-  return res.rows[0];
-}
-
-/** @returns the sale's PENDING and PAID orders, which hold units (I2) */
-export async function liveOrders(pool: Pool, saleId: number): Promise<OrderRow[]> {
-  const res = await pool.query<OrderRow>(`SELECT ${COLUMNS} FROM orders WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`, [saleId]);
   return res.rows;
 }

@@ -31,6 +31,15 @@ export interface OrderInput {
   reservedAtMs: number;
 }
 
+/**
+ * The payment window runs from the 202 (when Redis reserved the unit): this is the deadline the buyer is shown,
+ * the one GET answers, the one the workflow waits for and the one PostgreSQL stores and enforces.
+ * @returns the order's payment deadline, ms since the epoch (UTC)
+ */
+export function paymentDeadlineMs(order: Pick<OrderInput, 'reservedAtMs' | 'paymentWindowMs'>): number {
+  return order.reservedAtMs + order.paymentWindowMs;
+}
+
 /** The payment service's word that an order was paid; amount in minor units. */
 export interface Payment {
   paymentId: string;
@@ -42,16 +51,20 @@ export type PayResult =
   | { status: 'PAID'; paymentId: string }
   | { error: 'PAYMENT_WINDOW_CLOSED' | 'ORDER_NOT_PENDING' | 'AMOUNT_MISMATCH' };
 
-/** Answer of the `status` query, also the workflow's result. */
-export interface OrderView {
+/**
+ * An order as its readers see it, one shape for all: GET /orders/{orderId}, the workflow's `status` query and
+ * result, the audit and the demo.
+ */
+export interface Order {
   orderId: string;
   saleId: number;
   itemId: number;
   userId: string;
   status: OrderStatus;
+  /** Minor currency units. */
   priceMinor: number;
-  /** ISO-8601 UTC end of the payment window. */
-  deadline: string;
+  /** ISO-8601 UTC end of the payment window (paymentDeadlineMs). */
+  paymentDeadline: string;
   paymentId?: string;
   reason?: string;
 }

@@ -26,13 +26,6 @@ export type ReserveOutcome =
   | { kind: 'SOLD_OUT' }
   | { kind: 'NOT_LOADED' };
 
-/** A unit held in Redis by one PENDING or PAID order. */
-export interface Reservation {
-  orderId: string;
-  itemId: number;
-  userId: string;
-  reservedAtMs: number;
-}
 
 /** Redis keys of one sale event; every key carries the sale's hash tag. */
 export function saleKeys(saleId: number) {
@@ -56,10 +49,13 @@ export function createRedis(options: RedisOptions): ScriptedRedis {
 
 export type FlashRedis = ScriptedRedis;
 
-/** Reads a reservation's value, `itemId|userId|reservedAtMs` (reserve.lua). */
-function parseReservation(orderId: string, value: string): Reservation {
-  const [itemId, userId, reservedAtMs] = value.split('|');
-  return { orderId, itemId: Number(itemId), userId, reservedAtMs: Number(reservedAtMs) };
+/**
+ * Reads a reservation's value, `itemId|userId|reservedAtMs|priceMinor|paymentWindowMs` (reserve.lua): the terms
+ * the buyer was given at the 202, so the order is readable and payable before its workflow stores it.
+ */
+function parseReservation(saleId: number, orderId: string, value: string): OrderInput {
+  const [itemId, userId, reservedAtMs, priceMinor, paymentWindowMs] = value.split('|');
+  return { orderId, saleId, itemId: Number(itemId), userId, reservedAtMs: Number(reservedAtMs), priceMinor: Number(priceMinor), paymentWindowMs: Number(paymentWindowMs) };
 }
 
 /** Stock and reservations of sale events in Redis. Methods throw ioredis errors when Redis is unreachable. */
@@ -115,18 +111,18 @@ export class ReservationStore {
     return new Map(itemIds.map((id, i) => [id, values[i] == null ? undefined : Number(values[i])]));
   }
 
-  /** @returns the order's reservation in its sale, or undefined when the sale holds none for orderId */
-  async findReservation(saleId: number, orderId: string): Promise<Reservation | undefined> {
+  /** @returns the order held by its reservation in its sale, with its terms, or undefined when the sale holds none for orderId */
+  async findReservation(saleId: number, orderId: string): Promise<OrderInput | undefined> {
     const value = await this.redis.hget(saleKeys(saleId).reservations, orderId);
-    return value === null ? undefined : parseReservation(orderId, value);
+    return value === null ? undefined : parseReservation(saleId, orderId, value);
   }
 
-  /** @returns every reservation held in the sale (PENDING and PAID orders), read with HSCAN in pages */
-  async reservations(saleId: number): Promise<Reservation[]> {
-    const out: Reservation[] = [];
+  /** @returns every order holding a reservation in the sale (PENDING and PAID), read with HSCAN in pages */
+  async reservations(saleId: number): Promise<OrderInput[]> {
+    const out: OrderInput[] = [];
     const stream = this.redis.hscanStream(saleKeys(saleId).reservations, { count: 1000 });
     for await (const page of stream as AsyncIterable<string[]>) {
-      for (let i = 0; i < page.length; i += 2) out.push(parseReservation(page[i], page[i + 1]));
+      for (let i = 0; i < page.length; i += 2) out.push(parseReservation(saleId, page[i], page[i + 1]));
     }
     return out;
   }
@@ -141,7 +137,7 @@ export class ReservationStore {
   async load(
     saleId: number,
     items: readonly { itemId: number; available: number }[],
-    liveOrders: readonly Reservation[],
+    liveOrders: readonly OrderInput[],
     rebuild: boolean,
   ): Promise<void> {
     const keys = saleKeys(saleId);
@@ -150,7 +146,7 @@ export class ReservationStore {
       tx.del(keys.buyers, keys.reservations, ...items.map((item) => keys.stock(item.itemId)));
       if (liveOrders.length) {
         tx.hset(keys.buyers, Object.fromEntries(liveOrders.map((o) => [o.userId, o.orderId])));
-        tx.hset(keys.reservations, Object.fromEntries(liveOrders.map((o) => [o.orderId, `${o.itemId}|${o.userId}|${o.reservedAtMs}`])));
+        tx.hset(keys.reservations, Object.fromEntries(liveOrders.map((o) => [o.orderId, `${o.itemId}|${o.userId}|${o.reservedAtMs}|${o.priceMinor}|${o.paymentWindowMs}`])));
       }
     }
     for (const item of items) tx.set(keys.stock(item.itemId), item.available, 'NX');

@@ -135,7 +135,7 @@ export async function loadSale(pool: Pool, store: ReservationStore, saleId: numb
   await store.load(
     saleId,
     sale.items.map((item) => ({ itemId: item.itemId, available: item.quantity - item.sold })),
-    live.map((o) => ({ orderId: o.orderId, itemId: o.itemId, userId: o.userId, reservedAtMs: o.reservedAt.getTime() })),
+    live,
     rebuild,
   );
   return sale;

@@ -8,6 +8,7 @@ import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createKafka, UNTIL_ANSWERED } from '../kafka';
 import { EventPublisher } from '../order/publisher';
+import { Orders } from '../order/store';
 import { createLogger } from '../logger';
 import { workflowBundle, type BundleOption } from './bundle';
 import { createRedis, ReservationStore } from '../reservation/store';
@@ -34,11 +35,16 @@ export async function startWorker(config: Config, bundle: BundleOption, extraAct
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...bundle,
-    activities: { ...extraActivities, ...createActivities({ pool, store: new ReservationStore(redis), events }) },
+    activities: { ...extraActivities, ...createActivities({ orders: new Orders(pool, new ReservationStore(redis)), events }) },
     maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
     maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
     maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
     shutdownGraceTime: '10 seconds',
+    // A sale's payment deadlines fall within its stampede's seconds, so the timers of the orders waiting for
+    // them fire together: their tasks queue on this worker's sticky queue for longer than the default 10 s,
+    // and a task that times out there goes to the normal queue to be replayed from its history (more work in
+    // the worst moment). A minute lets the worker take them in turn.
+    stickyQueueScheduleToStartTimeout: '60 seconds',
   });
   const run = worker.run();
   return {

@@ -4,14 +4,14 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { OrderView, PayResult, Payment } from '../order/types';
+import type { Order, PayResult, Payment } from '../order/types';
 
 /** Fire-and-forget "paid" from the payment service; a late one yields a PaymentRefundRequired event. */
 export const paidSignal = defineSignal<[Payment]>('paid');
 /** "paid" with an answer: PAID, or why not (PAYMENT_WINDOW_CLOSED, ORDER_NOT_PENDING, AMOUNT_MISMATCH). */
 export const payUpdate = defineUpdate<PayResult, [Payment]>('pay');
 /** Current state of the order. */
-export const statusQuery = defineQuery<OrderView>('status');
+export const statusQuery = defineQuery<Order>('status');
 
 export const OrderStatusKey = defineSearchAttributeKey('OrderStatus', SearchAttributeType.KEYWORD);
 export const SaleIdKey = defineSearchAttributeKey('SaleId', SearchAttributeType.INT);

@@ -7,9 +7,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { findOrder } from '../../src/order/store';
 import type { Sale } from '../../src/sale/sales';
-import { buyerToken, eventually, createTestSale, orderResult, testConfig, type Clients } from '../helpers';
+import { buyerToken, type Clients, createTestSale, eventually, orderResult, orderRow, testConfig } from '../helpers';
 import type { Http } from '../openapi';
 import { useAppHarness } from './harness';
 
@@ -42,7 +41,7 @@ async function buy(name: string): Promise<{ buyer: string; token: string; orderI
 }
 
 async function persisted(orderId: string): Promise<void> {
-  await eventually(async () => expect(await findOrder(clients.pool, orderId)).toBeDefined());
+  await eventually(async () => expect(await orderRow(clients.pool, orderId)).toBeDefined());
 }
 
 const orderPath = (orderId: string) => `/api/flash-sales/orders/${orderId}`;
@@ -76,6 +75,7 @@ describe('reading an order', () => {
       orderId: alice.orderId,
       saleId: sale.saleId,
       itemId: sale.items[0].itemId,
+      userId: alice.buyer,
       status: 'PENDING',
       priceMinor: PRICE,
       paymentDeadline: expect.any(String),
@@ -108,7 +108,7 @@ describe('payment route', () => {
       expect(reply.body).toEqual({ error: 'FORBIDDEN' });
     }
     await persisted(orderId);
-    expect((await findOrder(clients.pool, orderId))?.status).toBe('PENDING');
+    expect((await orderRow(clients.pool, orderId))?.status).toBe('PENDING');
   });
 
   test('bad bodies → 400 INVALID_BODY and the order stays payable', async () => {
@@ -177,7 +177,7 @@ describe('payment route', () => {
     const replay = await call('POST', paymentPath(orderId), { token: service, json: { paymentId, amount: PRICE } });
     expect(replay.status).toBe(200);
     expect(replay.body).toEqual({ orderId, status: 'PAID', paymentId });
-    expect(await findOrder(clients.pool, orderId)).toMatchObject({ status: 'PAID', paymentId });
+    expect(await orderRow(clients.pool, orderId)).toMatchObject({ status: 'PAID', paymentId });
   });
 
   test('wrong amount → 422 AMOUNT_MISMATCH and nothing changes; the right amount then pays; its paymentId again with a wrong amount → 422', async () => {
@@ -188,7 +188,7 @@ describe('payment route', () => {
       expect(reply.body).toEqual({ error: 'AMOUNT_MISMATCH', orderId });
     }
     await persisted(orderId);
-    expect(await findOrder(clients.pool, orderId)).toMatchObject({ status: 'PENDING', paymentId: null });
+    expect(await orderRow(clients.pool, orderId)).toMatchObject({ status: 'PENDING', paymentId: null });
     const paid = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `right-${run}`, amount: PRICE } });
     expect(paid.status).toBe(200);
     expect(paid.body).toEqual({ orderId, status: 'PAID', paymentId: `right-${run}` });

@@ -17,24 +17,12 @@ import { join } from 'node:path';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { startChild } from '../../tools/shared/processes';
-import { findOrder } from '../../src/order/store';
 import { saleKeys } from '../../src/reservation/store';
 import { STARTER_GROUP } from '../../src/reservation/startQueue';
 import { startOrderWorkflow } from '../../src/temporal';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker } from '../../src/worker/main';
-import {
-  bounded,
-  buyerToken,
-  connectClients,
-  createTestSale,
-  freePort,
-  orderResult,
-  settledAudit,
-  testConfig,
-  until,
-  type Clients,
-} from '../helpers';
+import { bounded, buyerToken, type Clients, connectClients, createTestSale, freePort, orderResult, orderRow, settledAudit, testConfig, until } from '../helpers';
 import { countByType, uniqueEvents, type EventTap } from '../kafka';
 import { http, type ApiReply } from '../openapi';
 import { openRelay, type Relay } from '../../tools/chaos/relay';
@@ -282,12 +270,12 @@ test('before its workflow exists, an accepted order is the buyer’s: GET answer
   const paymentPath = `/api/flash-sales/orders/${orderId}/payment`;
 
   const view = await call('GET', `/api/flash-sales/orders/${orderId}`, { token });
-  expect(view.body).toEqual({ orderId, saleId: sale.saleId, itemId: sale.items[0].itemId, status: 'PENDING', priceMinor: 1234, paymentDeadline: accepted.body.paymentDeadline });
+  expect(view.body).toEqual({ orderId, saleId: sale.saleId, itemId: sale.items[0].itemId, userId: `early-${run}`, status: 'PENDING', priceMinor: 1234, paymentDeadline: accepted.body.paymentDeadline });
   await expect(temporal.workflow.getHandle(orderId).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
 
   const wrong = await call('POST', paymentPath, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-${run}`, amount: 1233 } });
   expect([wrong.status, wrong.body]).toEqual([422, { error: 'AMOUNT_MISMATCH', orderId }]);
-  expect(await findOrder(clients.pool, orderId)).toBeUndefined();
+  expect(await orderRow(clients.pool, orderId)).toBeUndefined();
 
   const paid = await call('POST', paymentPath, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-${run}`, amount: 1234 } });
   expect([paid.status, paid.body]).toEqual([200, { orderId, status: 'PAID', paymentId: `p-${run}` }]);
@@ -313,7 +301,7 @@ test('a workflow started but not yet run: the payment route stores the order PAI
 
   const paid = await call('POST', `/api/flash-sales/orders/${orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `unrun-${run}`, amount: 1234 } });
   expect([paid.status, paid.body]).toEqual([200, { orderId, status: 'PAID', paymentId: `unrun-${run}` }]);
-  expect((await findOrder(clients.pool, orderId))?.status).toBe('PAID');
+  expect((await orderRow(clients.pool, orderId))?.status).toBe('PAID');
 
   const worker = await startWorker(testConfig({ TEMPORAL_TASK_QUEUE: idleQueue }), await buildWorkflowBundle());
   toClose.push(() => worker.shutdown());
@@ -341,6 +329,6 @@ test('the deadline shown is the one enforced: a payment 200 ms before it is acce
   const retried = await payAt(early, early.deadlineMs + 200);
   expect([retried.status, retried.body]).toEqual([200, { orderId: early.orderId, status: 'PAID', paymentId: `p-${early.orderId}` }]);
   expect(await settledAudit(config, clients, temporal, sale.saleId, [early.orderId, late.orderId])).toEqual([]);
-  expect((await findOrder(clients.pool, early.orderId))?.status).toBe('PAID');
-  expect((await findOrder(clients.pool, late.orderId))?.status).toBe('EXPIRED');
+  expect((await orderRow(clients.pool, early.orderId))?.status).toBe('PAID');
+  expect((await orderRow(clients.pool, late.orderId))?.status).toBe('EXPIRED');
 });

@@ -11,10 +11,11 @@ import type { OrderInput } from '../../src/order/types';
 import { createKafka } from '../../src/kafka';
 import { EventPublisher } from '../../src/order/publisher';
 import type { Pool } from 'pg';
-import { findOrder, payOrder, persistOrder, storePaidOrder } from '../../src/order/store';
+import { newOrderId } from '../../src/order/id';
+import { Orders } from '../../src/order/store';
 import { saleKeys } from '../../src/reservation/store';
 import type { Sale } from '../../src/sale/sales';
-import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { type Clients, connectClients, createTestSale, orderRow, testConfig } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';
 
 const config = testConfig();
@@ -26,7 +27,7 @@ let tap: EventTap;
 beforeAll(async () => {
   clients = connectClients(config);
   events = await EventPublisher.connect(createKafka(config, 'test-activities'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
-  activities = createActivities({ pool: clients.pool, store: clients.store, events });
+  activities = createActivities({ orders: clients.orders, events });
   tap = await openEventTap(config);
 });
 
@@ -38,7 +39,7 @@ afterAll(async () => {
 /** An order reserved in Redis now, at the sale's terms. */
 async function reserved(sale: Sale, itemIndex = 0, userId = `buyer-${randomUUID()}`): Promise<OrderInput> {
   const order = {
-    orderId: randomUUID(),
+    orderId: newOrderId(sale.saleId),
     saleId: sale.saleId,
     itemId: sale.items[itemIndex].itemId,
     userId,
@@ -50,8 +51,8 @@ async function reserved(sale: Sale, itemIndex = 0, userId = `buyer-${randomUUID(
   return order;
 }
 
-const ahead = () => new Date(Date.now() + 600_000).toISOString();
-const passed = () => new Date(Date.now() - 1000).toISOString();
+/** The order as if reserved a whole payment window and a second ago: its deadline has passed. */
+const lapsed = (order: OrderInput): OrderInput => ({ ...order, reservedAtMs: order.reservedAtMs - order.paymentWindowMs - 1000 });
 
 async function sold(itemId: number): Promise<number> {
   return (await clients.pool.query<{ sold: number }>('SELECT sold FROM items WHERE id = $1', [itemId])).rows[0].sold;
@@ -72,10 +73,8 @@ async function eventTypes(order: OrderInput): Promise<string[]> {
 test('placeOrder twice: one PENDING row, sold counted once, OrderPlaced under one eventId', async () => {
   const sale = await createTestSale(clients, { quantities: [5] });
   const order = await reserved(sale);
-  const at = ahead();
-
-  expect(await activities.placeOrder(order, at)).toEqual({ status: 'PENDING' });
-  expect(await activities.placeOrder(order, at)).toEqual({ status: 'PENDING' });
+  expect(await activities.placeOrder(order)).toEqual({ status: 'PENDING' });
+  expect(await activities.placeOrder(order)).toEqual({ status: 'PENDING' });
   expect(await ordersOfSale(sale.saleId)).toEqual([{ status: 'PENDING', reason: null }]);
   expect(await sold(order.itemId)).toBe(1);
   const placed = await tap.collect([order.orderId]);
@@ -88,8 +87,8 @@ test('placeOrder when PostgreSQL has no unit left: REJECTED SOLD_OUT, not counte
   await clients.pool.query('UPDATE items SET sold = quantity WHERE id = $1', [sale.items[0].itemId]);
   const order = await reserved(sale);
 
-  expect(await activities.placeOrder(order, ahead())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
-  expect(await activities.placeOrder(order, ahead())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(await activities.placeOrder(order)).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(await activities.placeOrder(order)).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
   expect(await ordersOfSale(sale.saleId)).toEqual([{ status: 'REJECTED', reason: 'SOLD_OUT' }]);
   expect(await sold(order.itemId)).toBe(2);
   expect(await stock(order)).toBe(1);
@@ -106,16 +105,16 @@ test('placeOrder for a second order of the same buyer in the sale (other item): 
   const first = await reserved(sale, 0);
   const second = { ...first, orderId: randomUUID(), itemId: sale.items[1].itemId };
 
-  expect(await activities.placeOrder(first, passed())).toEqual({ status: 'PENDING' });
-  expect(await activities.placeOrder(second, ahead())).toEqual({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
-  expect(await activities.placeOrder(second, ahead())).toEqual({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
+  expect(await activities.placeOrder(lapsed(first))).toEqual({ status: 'PENDING' });
+  expect(await activities.placeOrder(second)).toEqual({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
+  expect(await activities.placeOrder(second)).toEqual({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
   expect(await sold(first.itemId)).toBe(1);
   expect(await sold(second.itemId)).toBe(0);
 
   // I3: once the first order has expired, the buyer may buy again.
   expect(await activities.settleOrder(first, Date.now())).toEqual({ status: 'EXPIRED' });
   const third = { ...first, orderId: randomUUID(), itemId: sale.items[1].itemId };
-  expect(await activities.placeOrder(third, ahead())).toEqual({ status: 'PENDING' });
+  expect(await activities.placeOrder(third)).toEqual({ status: 'PENDING' });
   expect(await sold(third.itemId)).toBe(1);
 });
 
@@ -123,7 +122,7 @@ test('placeOrder that PostgreSQL refuses (negative price) fails non-retryably as
   const sale = await createTestSale(clients, { quantities: [5] });
   const order = { ...(await reserved(sale)), priceMinor: -1 };
 
-  const failure = await activities.placeOrder(order, ahead()).then(
+  const failure = await activities.placeOrder(order).then(
     () => undefined,
     (err: unknown) => err,
   );
@@ -141,17 +140,17 @@ test('placeOrder that PostgreSQL refuses (negative price) fails non-retryably as
 test('settleOrder before the deadline changes nothing; after it, twice: EXPIRED, sold − 1 once, the unit back once, OrderExpired', async () => {
   const sale = await createTestSale(clients, { quantities: [5] });
   const early = await reserved(sale);
-  await activities.placeOrder(early, ahead());
+  await activities.placeOrder(early);
   expect(await activities.settleOrder(early, Date.now())).toEqual({ status: 'PENDING' });
-  expect((await findOrder(clients.pool, early.orderId))?.status).toBe('PENDING');
+  expect((await orderRow(clients.pool, early.orderId))?.status).toBe('PENDING');
   expect(await stock(early)).toBe(4);
 
   const late = await reserved(sale);
-  await activities.placeOrder(late, passed());
+  await activities.placeOrder(lapsed(late));
   expect(await sold(late.itemId)).toBe(2);
   expect(await activities.settleOrder(late, Date.now())).toEqual({ status: 'EXPIRED' });
   expect(await activities.settleOrder(late, Date.now())).toEqual({ status: 'EXPIRED' });
-  expect((await findOrder(clients.pool, late.orderId))?.status).toBe('EXPIRED');
+  expect((await orderRow(clients.pool, late.orderId))?.status).toBe('EXPIRED');
   expect(await sold(late.itemId)).toBe(1);
   expect(await stock(late)).toBe(4);
   expect(await eventTypes(late)).toEqual(['OrderPlaced', 'OrderExpired', 'OrderExpired']);
@@ -160,15 +159,15 @@ test('settleOrder before the deadline changes nothing; after it, twice: EXPIRED,
 test('payOrder: PAID twice for the same payment (OrderPaid), ORDER_NOT_PENDING for another, AMOUNT_MISMATCH changes nothing, also under the paid paymentId; settling a paid order keeps its unit', async () => {
   const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
   const order = await reserved(sale);
-  await activities.placeOrder(order, ahead());
+  await activities.placeOrder(order);
 
   expect(await activities.payOrder(order, { paymentId: 'wrong', amount: 699 })).toEqual({ error: 'AMOUNT_MISMATCH' });
-  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PENDING', paymentId: null });
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PENDING', paymentId: null });
   expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'pay-1' });
   expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'pay-1' });
   expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 701 })).toEqual({ error: 'AMOUNT_MISMATCH' });
   expect(await activities.payOrder(order, { paymentId: 'pay-2', amount: 700 })).toEqual({ error: 'ORDER_NOT_PENDING' });
-  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'pay-1' });
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'pay-1' });
 
   expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'PAID', paymentId: 'pay-1' });
   expect(await sold(order.itemId)).toBe(1);
@@ -191,98 +190,102 @@ test('payOrder racing the order’s insert (the row appears between its UPDATE a
         const result = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
         if (!inserted) {
           inserted = true;
-          await persistOrder(target, order, new Date(Date.now() + 60_000));
+          await new Orders(target, clients.store).place(order);
         }
         return result;
       };
     },
   });
-  expect(await payOrder(racing, order.orderId, 'racing', 700)).toEqual({ status: 'PAID', paymentId: 'racing' });
+  expect(await new Orders(racing, clients.store).pay(order.orderId, { paymentId: 'racing', amount: 700 }, order)).toEqual({ status: 'PAID', paymentId: 'racing' });
   expect(inserted).toBe(true);
-  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'racing' });
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'racing' });
 });
 
 test('payOrder after the deadline: PAYMENT_WINDOW_CLOSED while still PENDING and once EXPIRED; the expiry wins and the unit comes back', async () => {
   const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
   const order = await reserved(sale);
-  await activities.placeOrder(order, passed());
+  await activities.placeOrder(lapsed(order));
 
   expect(await activities.payOrder(order, { paymentId: 'late', amount: 700 })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
-  expect((await findOrder(clients.pool, order.orderId))?.status).toBe('PENDING');
+  expect((await orderRow(clients.pool, order.orderId))?.status).toBe('PENDING');
   expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'EXPIRED' });
   expect(await activities.payOrder(order, { paymentId: 'later', amount: 700 })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
-  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'EXPIRED', paymentId: null });
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'EXPIRED', paymentId: null });
   expect(await stock(order)).toBe(5);
 });
 
-test('payOrder and settleOrder on an order without a row fail non-retryably as ORDER_NOT_FOUND', async () => {
+test('payOrder on an order with neither row nor reservation, and settleOrder on one without a row, fail non-retryably as ORDER_NOT_FOUND', async () => {
   const sale = await createTestSale(clients, { quantities: [5] });
-  const order = await reserved(sale);
+  const order = { ...(await reserved(sale)), orderId: newOrderId(sale.saleId) };
   // One at a time: a second call made up front could reject before its expectation is attached.
   for (const attempt of [() => activities.payOrder(order, { paymentId: 'p', amount: 1999 }), () => activities.settleOrder(order, Date.now())]) {
     await expect(attempt()).rejects.toMatchObject({ type: 'ORDER_NOT_FOUND', nonRetryable: true });
   }
 });
 
-test('placeAndSettle: past the deadline, twice: stored then EXPIRED, sold back to where it was, the unit back once, OrderPlaced then OrderExpired; before it, only placed', async () => {
+test('a workflow first run after its deadline places then settles at once: EXPIRED, sold back to where it was, the unit back once however often it runs; before the deadline, only placed', async () => {
   const sale = await createTestSale(clients, { quantities: [5] });
-  const late = await reserved(sale);
-  expect(await activities.placeAndSettle(late, passed(), Date.now())).toEqual({ status: 'EXPIRED' });
-  expect(await activities.placeAndSettle(late, passed(), Date.now())).toEqual({ status: 'EXPIRED' });
-  expect((await findOrder(clients.pool, late.orderId))?.status).toBe('EXPIRED');
+  const late = lapsed(await reserved(sale));
+  expect(await activities.placeOrder(late)).toEqual({ status: 'PENDING' });
+  expect(await activities.settleOrder(late, Date.now())).toEqual({ status: 'EXPIRED' });
+  expect(await activities.settleOrder(late, Date.now())).toEqual({ status: 'EXPIRED' });
+  expect((await orderRow(clients.pool, late.orderId))?.status).toBe('EXPIRED');
   expect(await sold(late.itemId)).toBe(0);
   expect(await stock(late)).toBe(5);
-  expect(await eventTypes(late)).toEqual(['OrderPlaced', 'OrderExpired', 'OrderPlaced', 'OrderExpired']);
+  expect(await eventTypes(late)).toEqual(['OrderPlaced', 'OrderExpired', 'OrderExpired']);
 
   const early = await reserved(sale);
-  expect(await activities.placeAndSettle(early, ahead(), Date.now())).toEqual({ status: 'PENDING' });
-  expect((await findOrder(clients.pool, early.orderId))?.status).toBe('PENDING');
+  expect(await activities.placeOrder(early)).toEqual({ status: 'PENDING' });
+  expect(await activities.settleOrder(early, Date.now())).toEqual({ status: 'PENDING' });
+  expect((await orderRow(clients.pool, early.orderId))?.status).toBe('PENDING');
   expect(await sold(early.itemId)).toBe(1);
   expect(await stock(early)).toBe(4);
   expect(await eventTypes(early)).toEqual(['OrderPlaced']);
 });
 
-test('placeAndSettle of an order the payment route stored and paid: PAID, its unit kept, OrderPlaced then OrderPaid', async () => {
+test('an order the payment route stored and paid before its workflow ran: placed PAID, settled PAID, its unit kept, OrderPlaced then OrderPaid', async () => {
   const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
   const order = await reserved(sale);
-  await persistOrder(clients.pool, order, new Date(ahead()));
-  expect(await payOrder(clients.pool, order.orderId, 'by-route', 700)).toEqual({ status: 'PAID', paymentId: 'by-route' });
-  expect(await activities.placeAndSettle(order, ahead(), Date.now() + 700_000)).toEqual({ status: 'PAID', paymentId: 'by-route' });
+  await clients.orders.place(order);
+  expect(await clients.orders.pay(order.orderId, { paymentId: 'by-route', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'by-route' });
+  expect(await activities.placeOrder(order)).toEqual({ status: 'PAID', paymentId: 'by-route' });
+  expect(await activities.settleOrder(order, Date.now() + 700_000)).toEqual({ status: 'PAID', paymentId: 'by-route' });
   expect(await sold(order.itemId)).toBe(1);
   expect(await stock(order)).toBe(4);
   expect(await eventTypes(order)).toEqual(['OrderPlaced', 'OrderPaid']);
 });
 
-test('storePaidOrder (the payment route, before the workflow stored the order): PAID and counted once; nothing written past the deadline, over a row, for a buyer with another live order or an exhausted item', async () => {
+test('Orders.pay for an order its workflow has not stored (the payment route): stored PAID and counted once; past the deadline nothing written; for a buyer with another live order or an exhausted item, refused and stored REJECTED as its workflow would', async () => {
   const sale = await createTestSale(clients, { quantities: [2], priceMinor: 700 });
   const order = await reserved(sale);
-  expect(await storePaidOrder(clients.pool, order, new Date(ahead()), 'route-1')).toBe(true);
-  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'route-1', priceMinor: 700 });
+  expect(await clients.orders.pay(order.orderId, { paymentId: 'route-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'route-1', stored: true });
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'route-1', priceMinor: 700 });
   expect(await sold(order.itemId)).toBe(1);
-  // Again, or with another payment: the row exists, nothing changes.
-  expect(await storePaidOrder(clients.pool, order, new Date(ahead()), 'route-1')).toBe(false);
-  expect(await storePaidOrder(clients.pool, order, new Date(ahead()), 'route-2')).toBe(false);
-  expect(await findOrder(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'route-1' });
+  // Again: answered PAID, nothing changes; another payment: refused, nothing changes.
+  expect(await clients.orders.pay(order.orderId, { paymentId: 'route-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'route-1' });
+  expect(await clients.orders.pay(order.orderId, { paymentId: 'route-2', amount: 700 })).toEqual({ error: 'ORDER_NOT_PENDING' });
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'route-1' });
   expect(await sold(order.itemId)).toBe(1);
   // The workflow's placeOrder then finds the row PAID, and settling keeps the unit.
-  expect(await activities.placeOrder(order, ahead())).toEqual({ status: 'PAID' });
+  expect(await activities.placeOrder(order)).toEqual({ status: 'PAID', paymentId: 'route-1' });
   expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'PAID', paymentId: 'route-1' });
   expect(await sold(order.itemId)).toBe(1);
 
-  // Past the deadline by PostgreSQL's clock: no row.
-  const late = await reserved(sale);
-  expect(await storePaidOrder(clients.pool, late, new Date(passed()), 'route-late')).toBe(false);
-  expect(await findOrder(clients.pool, late.orderId)).toBeUndefined();
+  // Past the deadline by PostgreSQL's clock: refused, no row.
+  const late = lapsed(await reserved(sale));
+  expect(await clients.orders.pay(late.orderId, { paymentId: 'route-late', amount: 700 }, late)).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
+  expect(await orderRow(clients.pool, late.orderId)).toBeUndefined();
 
-  // The same buyer holds a live order in the sale (I3): no row for the second one.
-  const second = { ...late, orderId: randomUUID(), userId: order.userId };
-  expect(await storePaidOrder(clients.pool, second, new Date(ahead()), 'route-second')).toBe(false);
-  expect(await findOrder(clients.pool, second.orderId)).toBeUndefined();
+  // The same buyer holds a live order in the sale (I3): refused; the order is stored REJECTED.
+  const second = { ...order, orderId: randomUUID(), reservedAtMs: Date.now() };
+  expect(await clients.orders.pay(second.orderId, { paymentId: 'route-second', amount: 700 }, second)).toEqual({ error: 'ORDER_NOT_PENDING' });
+  expect(await orderRow(clients.pool, second.orderId)).toMatchObject({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
 
-  // The last unit goes to one order; PostgreSQL has none left for another (I1): no row, sold unchanged.
-  expect(await storePaidOrder(clients.pool, late, new Date(ahead()), 'route-last')).toBe(true);
-  const over = { ...late, orderId: randomUUID(), userId: `buyer-${randomUUID()}` };
-  expect(await storePaidOrder(clients.pool, over, new Date(ahead()), 'route-over')).toBe(false);
-  expect(await findOrder(clients.pool, over.orderId)).toBeUndefined();
+  // The last unit goes to one order; PostgreSQL has none left for another (I1): refused, stored REJECTED, sold unchanged.
+  const last = { ...order, orderId: randomUUID(), userId: `buyer-${randomUUID()}`, reservedAtMs: Date.now() };
+  expect(await clients.orders.pay(last.orderId, { paymentId: 'route-last', amount: 700 }, last)).toEqual({ status: 'PAID', paymentId: 'route-last', stored: true });
+  const over = { ...last, orderId: randomUUID(), userId: `buyer-${randomUUID()}` };
+  expect(await clients.orders.pay(over.orderId, { paymentId: 'route-over', amount: 700 }, over)).toEqual({ error: 'ORDER_NOT_PENDING' });
+  expect(await orderRow(clients.pool, over.orderId)).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
   expect(await sold(order.itemId)).toBe(2);
 });

@@ -8,10 +8,9 @@ import type { Client } from '@temporalio/client';
 import { auditSale } from '../../src/audit';
 import type { OrderInput } from '../../src/order/types';
 import { createKafka } from '../../src/kafka';
-import { findOrder } from '../../src/order/store';
 import { startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
-import { createTestSale, testConfig, type Clients } from '../helpers';
+import { type Clients, createTestSale, orderRow, testConfig } from '../helpers';
 import { uniqueEvents, type EventTap } from '../kafka';
 import { useWorkflowHarness } from './harness';
 
@@ -80,7 +79,7 @@ test('paid signals landing around the deadline: one outcome per order, refunds f
 
   const events = uniqueEvents(await tap.collect(orders.map((o) => o.orderId)));
   for (const order of orders) {
-    const row = await findOrder(clients.pool, order.orderId);
+    const row = await orderRow(clients.pool, order.orderId);
     const refund = events.find((e) => e.orderId === order.orderId && e.type === 'PaymentRefundRequired');
     if (row?.status === 'PAID') {
       expect(row.paymentId).toBe(`pay-${order.orderId}`);
@@ -103,7 +102,7 @@ test('malformed paid signals neither fail nor block the order; one with a paymen
   const { results, audit } = await settle(saleId, orders);
   expect(results).toEqual(['COMPLETED', 'COMPLETED', 'COMPLETED', 'COMPLETED']);
   expect(audit.ok).toBe(true);
-  for (const order of orders) expect((await findOrder(clients.pool, order.orderId))?.status).toBe('EXPIRED');
+  for (const order of orders) expect((await orderRow(clients.pool, order.orderId))?.status).toBe('EXPIRED');
   const events = uniqueEvents(
     await tap.collect([badAmount.orderId, nulByte.orderId], { until: (es) => es.filter((e) => e.type === 'PaymentRefundRequired').length === 2 }),
   );
@@ -141,12 +140,12 @@ test('a workflow first run after a queue wait takes no payment past the deadline
   await handle.signal(paidSignal, { paymentId, amount: PRICE });
   await sleep(300);
   expect((await handle.describe()).status.name).toBe('RUNNING');
-  expect((await findOrder(clients.pool, order.orderId))?.status).toBe('PENDING');
+  expect((await orderRow(clients.pool, order.orderId))?.status).toBe('PENDING');
 
   const { results, audit } = await settle(sale.saleId, [order]);
   expect(results).toEqual(['COMPLETED']);
   expect(audit.ok).toBe(true);
-  expect((await findOrder(clients.pool, order.orderId))?.status).toBe('EXPIRED');
+  expect((await orderRow(clients.pool, order.orderId))?.status).toBe('EXPIRED');
   const history = await handle.fetchHistory();
   expect(history.events?.some((e) => e.timerStartedEventAttributes)).toBe(true); // it ran before its deadline
   const closedAtMs = (await handle.describe()).closeTime?.getTime() ?? 0;
@@ -175,7 +174,7 @@ test('a workflow first run after its deadline places and settles in one local ac
   const { results, audit } = await settle(sale.saleId, [order]);
   expect(results).toEqual(['COMPLETED']);
   expect(audit.ok).toBe(true);
-  expect((await findOrder(clients.pool, order.orderId))?.status).toBe('EXPIRED');
+  expect((await orderRow(clients.pool, order.orderId))?.status).toBe('EXPIRED');
 
   const history = (await temporal.workflow.getHandle(order.orderId).fetchHistory()).events ?? [];
   expect(history.some((e) => e.timerStartedEventAttributes)).toBe(false);

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
 import type { RunningApi } from '../../src/api/main';
-import type { OrderView } from '../../src/order/types';
+import type { Order } from '../../src/order/types';
 import { saleKeys } from '../../src/reservation/store';
 import { buyerToken, eventually, createTestSale, orderResult, testConfig, type Clients } from '../helpers';
 import { countByType, uniqueEvents, type EventTap } from '../kafka';
@@ -105,7 +105,7 @@ test('three purchases, one paid, two expired: HTTP, PostgreSQL, Redis, Kafka and
     expect(['PENDING', 'PAID', 'EXPIRED']).toContain(row.attributes.OrderStatus);
   }
 
-  const results: OrderView[] = await Promise.all(orderIds.map((id) => orderResult(temporal, id)));
+  const results: Order[] = await Promise.all(orderIds.map((id) => orderResult(temporal, id)));
   expect(results.map((r) => r.status)).toEqual(['PAID', 'EXPIRED', 'EXPIRED']);
 
   // The buyers' view over HTTP: each sees their own order, final.

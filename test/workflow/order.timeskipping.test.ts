@@ -25,14 +25,13 @@ import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createActivities } from '../../src/activities';
-import type { OrderInput, OrderView } from '../../src/order/types';
+import type { OrderInput, Order } from '../../src/order/types';
 import { createKafka } from '../../src/kafka';
 import { EventPublisher } from '../../src/order/publisher';
-import { findOrder } from '../../src/order/store';
 import { saleKeys } from '../../src/reservation/store';
 import { startOrderWorkflow } from '../../src/temporal';
 import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, statusQuery, UserIdKey } from '../../src/workflows/definitions';
-import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { type Clients, connectClients, createTestSale, orderRow, testConfig } from '../helpers';
 import { countByType, openEventTap, uniqueEvents, type EventTap } from '../kafka';
 
 const TEST_SERVER = join(__dirname, '..', '..', '.local', 'venv', 'bin', 'temporal-test-server');
@@ -53,7 +52,7 @@ function workerOn(taskQueue: string): Promise<Worker> {
     connection: env.nativeConnection,
     taskQueue,
     workflowBundle: bundle,
-    activities: createActivities({ pool: clients.pool, store: clients.store, events }),
+    activities: createActivities({ orders: clients.orders, events }),
   });
 }
 
@@ -109,7 +108,7 @@ async function start(order: OrderInput, taskQueue = config.TEMPORAL_TASK_QUEUE):
 async function state(order: OrderInput) {
   const keys = saleKeys(order.saleId);
   const [row, item, stock, reservation, buyer] = await Promise.all([
-    findOrder(clients.pool, order.orderId),
+    orderRow(clients.pool, order.orderId),
     clients.pool.query<{ sold: number; quantity: number }>('SELECT sold, quantity FROM items WHERE id = $1', [order.itemId]),
     clients.store.stock(order.saleId, [order.itemId]),
     clients.redis.hget(keys.reservations, order.orderId),
@@ -121,7 +120,7 @@ async function state(order: OrderInput) {
 async function waitForRow(orderId: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (await findOrder(clients.pool, orderId)) return;
+    if (await orderRow(clients.pool, orderId)) return;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   throw new Error(`order ${orderId} never reached PostgreSQL`);
@@ -139,18 +138,18 @@ test('an unpaid order expires after the 10-minute window: unit back in Redis and
   // The window runs from the reservation (the 202), whenever the workflow first runs.
   const pending = await handle.query(statusQuery);
   expect(pending).toMatchObject({ orderId: order.orderId, status: 'PENDING', priceMinor: PRICE });
-  expect(Date.parse(pending.deadline)).toBe(order.reservedAtMs + WINDOW_MS);
+  expect(Date.parse(pending.paymentDeadline)).toBe(order.reservedAtMs + WINDOW_MS);
   expect(await orderStatusAttribute(handle)).toBe('PENDING');
 
-  const view: OrderView = await handle.result(); // the server skips the 10 minutes
+  const view: Order = await handle.result(); // the server skips the 10 minutes
   expect(view.status).toBe('EXPIRED');
-  expect(await env.currentTimeMs()).toBeGreaterThanOrEqual(Date.parse(view.deadline));
+  expect(await env.currentTimeMs()).toBeGreaterThanOrEqual(Date.parse(view.paymentDeadline));
   expect(await handle.query(statusQuery)).toEqual(view);
   expect(await orderStatusAttribute(handle)).toBe('EXPIRED');
 
   const after = await state(order);
   expect(after.row).toMatchObject({ status: 'EXPIRED', paymentId: null });
-  expect(after.row?.deadlineAt.toISOString()).toBe(view.deadline);
+  expect(after.row?.deadlineAt.toISOString()).toBe(view.paymentDeadline);
   expect(after.sold).toBe(0);
   expect(after.stock).toBe(10);
   expect(after.reservation).toBeNull();
@@ -178,7 +177,7 @@ test('paid by signal at 9:59 the order is PAID and nothing is released', async (
   expect(await orderStatusAttribute(handle)).toBe('PENDING');
   await handle.signal(paidSignal, { paymentId: `pay-${order.orderId}`, amount: PRICE });
 
-  const view: OrderView = await handle.result();
+  const view: Order = await handle.result();
   expect(view).toMatchObject({ status: 'PAID', paymentId: `pay-${order.orderId}` });
   expect(await orderStatusAttribute(handle)).toBe('PAID');
 
@@ -200,8 +199,8 @@ test('a payment exactly at the deadline has exactly one outcome: PAID kept, or E
   const handle = await start(order);
   await waitForRow(order.orderId);
   // Sleep to the workflow's deadline (10 minutes after the reservation), to the millisecond.
-  const { deadline } = await handle.query(statusQuery);
-  await env.sleep(Date.parse(deadline) - (await env.currentTimeMs()));
+  const { paymentDeadline } = await handle.query(statusQuery);
+  await env.sleep(Date.parse(paymentDeadline) - (await env.currentTimeMs()));
   let signalRefused = false;
   try {
     await handle.signal(paidSignal, { paymentId, amount: PRICE });
@@ -211,7 +210,7 @@ test('a payment exactly at the deadline has exactly one outcome: PAID kept, or E
     signalRefused = true;
   }
 
-  const view: OrderView = await handle.result();
+  const view: Order = await handle.result();
   const after = await state(order);
   const seen = uniqueEvents(await tap.collect([order.orderId], { until: (es) => es.some((e) => e.type === 'OrderPaid' || e.type === 'OrderExpired') }));
   const refunds = seen.filter((e) => e.type === 'PaymentRefundRequired');
@@ -250,7 +249,7 @@ test('a duplicated paid signal has one effect; another payment for a paid order 
   await handle.signal(paidSignal, second);
 
   const late = await workerOn(taskQueue);
-  const view: OrderView = await late.runUntil(handle.result());
+  const view: Order = await late.runUntil(handle.result());
   expect(view).toMatchObject({ status: 'PAID', paymentId: first.paymentId });
 
   const after = await state(order);
@@ -273,7 +272,7 @@ test('an item exhausted in PostgreSQL while Redis still had a unit: REJECTED SOL
   await clients.pool.query('UPDATE items SET sold = quantity WHERE id = $1', [order.itemId]);
   const handle = await start(order);
 
-  const view: OrderView = await handle.result();
+  const view: Order = await handle.result();
   expect(view).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
   expect(await orderStatusAttribute(handle)).toBe('REJECTED');
 

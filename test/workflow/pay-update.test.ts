@@ -16,12 +16,11 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import type { PoolClient } from 'pg';
 import type { RunningApi } from '../../src/api/main';
-import type { OrderInput, OrderView, Payment } from '../../src/order/types';
-import { findOrder } from '../../src/order/store';
+import type { OrderInput, Order, Payment } from '../../src/order/types';
 import { saleKeys } from '../../src/reservation/store';
 import { startOrderWorkflow } from '../../src/temporal';
 import { OrderStatusKey, paidSignal, payUpdate } from '../../src/workflows/definitions';
-import { createTestSale, testConfig, until, type Clients } from '../helpers';
+import { type Clients, createTestSale, orderRow, testConfig, until } from '../helpers';
 import { countByType, uniqueEvents, type EventTap } from '../kafka';
 import { useWorkflowHarness } from './harness';
 
@@ -88,7 +87,7 @@ async function waitUntilBlockedBy(pid: number, statements = 1): Promise<void> {
 async function state(order: OrderInput) {
   const keys = saleKeys(order.saleId);
   const [row, item, stock, reservation] = await Promise.all([
-    findOrder(clients.pool, order.orderId),
+    orderRow(clients.pool, order.orderId),
     clients.pool.query<{ sold: number }>('SELECT sold FROM items WHERE id = $1', [order.itemId]),
     clients.store.stock(order.saleId, [order.itemId]),
     clients.redis.hget(keys.reservations, order.orderId),
@@ -109,7 +108,7 @@ test('pay with the right amount: PAID in the workflow, PostgreSQL, search attrib
   const payment = { paymentId: `pay-${order.orderId}`, amount: PRICE };
 
   expect(await handle.executeUpdate(payUpdate, { args: [payment] })).toEqual({ status: 'PAID', paymentId: payment.paymentId });
-  const view: OrderView = await handle.result();
+  const view: Order = await handle.result();
   expect(view).toMatchObject({ status: 'PAID', paymentId: payment.paymentId });
   expect(await state(order)).toMatchObject({ status: 'PAID', paymentId: payment.paymentId, sold: 1, stock: 4 });
   expect((await state(order)).reservation).not.toBeNull();
@@ -130,7 +129,7 @@ describe('payments racing on one order (two payment ids, each sent twice, all wa
     const { order, handle } = await startOrder(LONG_WINDOW_MS);
     const a = { paymentId: `a-${order.orderId}`, amount: PRICE };
     const b = { paymentId: `b-${order.orderId}`, amount: PRICE };
-    await until('the order in PostgreSQL', () => findOrder(clients.pool, order.orderId));
+    await until('the order in PostgreSQL', () => orderRow(clients.pool, order.orderId));
 
     // None is decided (nor can the workflow finish) before all four wait on the row.
     const lock = await lockRow('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [order.orderId]);
@@ -141,7 +140,7 @@ describe('payments racing on one order (two payment ids, each sent twice, all wa
       await lock.release();
     }
     const answers = await racing;
-    const winner = (await findOrder(clients.pool, order.orderId))?.paymentId;
+    const winner = (await orderRow(clients.pool, order.orderId))?.paymentId;
     expect([a.paymentId, b.paymentId]).toContain(winner);
     const expected = (p: Payment) => (p.paymentId === winner ? { status: 'PAID', paymentId: winner } : { error: 'ORDER_NOT_PENDING' });
     expect(answers).toEqual([a, b, b, a].map(expected));
@@ -182,7 +181,7 @@ test('during the expiry compensation: pay answers PAYMENT_WINDOW_CLOSED, a paid 
   const { order, handle } = await startOrder(SHORT_WINDOW_MS);
   const payment = { paymentId: `late-${order.orderId}`, amount: PRICE };
   const signalled = { paymentId: `late-signal-${order.orderId}`, amount: PRICE };
-  await until('the order in PostgreSQL', () => findOrder(clients.pool, order.orderId));
+  await until('the order in PostgreSQL', () => orderRow(clients.pool, order.orderId));
 
   // The expiry's sold − 1 waits for this lock: the window has closed, the workflow is still running.
   const lock = await lockRow('SELECT 1 FROM items WHERE id = $1 FOR UPDATE', [order.itemId]);

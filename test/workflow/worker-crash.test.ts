@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
-import type { OrderInput, OrderView } from '../../src/order/types';
+import type { OrderInput, Order } from '../../src/order/types';
 import { saleKeys } from '../../src/reservation/store';
 import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
@@ -156,7 +156,7 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
   expect((atKill.PAID ?? 0) + (atKill.EXPIRED ?? 0) + (atKill.REJECTED ?? 0)).toBeLessThan(ORDERS);
 
   const second = spawnWorker();
-  let results: OrderView[];
+  let results: Order[];
   try {
     results = await Promise.all(handles.map((handle) => handle.result()));
   } catch (err) {
