@@ -1,5 +1,5 @@
 /**
- * Audit of one sale event against the invariants of DESIGN.md, reading every store: PostgreSQL (truth),
+ * Audit of one sale event against the invariants of docs/design.md, reading every store: PostgreSQL (truth),
  * Redis (stock, buyers, reservations), Temporal (one workflow per order, all closed) and the Kafka topic
  * (an event per state change). Each check reports its figures; a sale passes when every check does.
  * Meant for a sale at rest (no order PENDING) — on a live sale the at-rest checks report what is in flight.
@@ -15,7 +15,7 @@ import { OrderStatusKey } from './workflows/definitions';
 
 export interface Check {
   name: string;
-  /** Invariant label(s) of DESIGN.md. */
+  /** Invariant label(s) of docs/design.md. */
   invariant: string;
   ok: boolean;
   figures: Record<string, number | string>;

@@ -32,9 +32,8 @@ const schema = z
     KAFKA_HOST: z.string().min(1).default('127.0.0.1'),
     KAFKA_PORT: port(9092),
     KAFKA_TOPIC: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/).default('flash-sale-orders'),
-    // tools/bench/kafka.ts: with the publisher's one request in flight carrying what waited, the idempotent producer
-    // published 19,063 events/s against the plain one's 11,634 (10,000 events, 100 senders), far above the order
-    // rate, and it spares consumers the producer-retry duplicates.
+    // The idempotent producer spares consumers the producer-retry duplicates, and tools/bench/kafka.ts shows it
+    // publishing far above the order rate.
     KAFKA_IDEMPOTENT: flag(true),
 
     TEMPORAL_HOST: z.string().min(1).default('127.0.0.1'),
@@ -46,10 +45,8 @@ const schema = z
     WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).max(10000).default(200),
     /**
      * Workflow tasks the worker holds at once. Their local activities and activations share one event loop and
-     * one workflow thread, so more held at once only wait longer inside the worker: in default demos on 2 cores,
-     * 100 gave task p99 ≤ 10 s, 357–440 tasks over 5 s and 19–197 task timeouts (10 s); 20 gave p99 ≤ 2 s, none
-     * over 5 s, 2 timeouts, at the same drain rate. The backlog waits in Temporal's queue instead, which has no
-     * timeout.
+     * one workflow thread, so more held at once only wait longer inside the worker and outlast their timeout
+     * (docs/performance.md); the backlog waits in Temporal's queue instead, which has no timeout.
      */
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).max(10000).default(20),
     /**
@@ -102,7 +99,12 @@ const schema = z
     SOLD_OUT_RECHECK_MS: positiveMs(1000),
     CATALOG_REFRESH_MS: positiveMs(5000),
     DEFAULT_PAYMENT_WINDOW_MS: positiveMs(600_000),
-    /** Workflow starts the API's starter keeps in flight at most. */
+    /**
+     * Whether the API process runs a starter (src/starter/). false: the workflows of the orders it accepts are
+     * started by starter processes (`npm run starter`) that share its Redis, PostgreSQL and Temporal.
+     */
+    STARTER_IN_API: flag(true),
+    /** Workflow starts a starter keeps in flight at most. */
     STARTER_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).default(20),
     /** The starter starts nothing while more workflow tasks than this wait for a worker on the task queue. */
     STARTER_MAX_BACKLOG: z.coerce.number().int().min(1).max(1_000_000).default(200),

@@ -3,7 +3,7 @@
  * process accepts orders at or above the configured pace, for at most the configured span in a row, and an idle
  * starter waits out the first window after a quiet one. `at(t, false)`: a starter with starts under way.
  */
-import { AcceptancePace } from '../src/starter/starter';
+import { AcceptancePace } from '../src/starter/pacing';
 
 /** Accepts `count` orders evenly over [fromMs, toMs). */
 function accept(pace: AcceptancePace, count: number, fromMs: number, toMs: number): void {

@@ -5,16 +5,24 @@
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
 import { stackEnv } from '../scripts/stack-env';
+import { connectTemporal } from '../src/temporal';
 import { startChild, type Child } from '../tools/shared/processes';
-import { freePort } from './helpers';
+import { buyerToken, connectClients, createTestSale, freePort, testConfig, until, type Clients } from './helpers';
 
 const ROOT = join(__dirname, '..');
 const DIST = join(ROOT, 'dist');
 const children: Child[] = [];
+const started: string[] = [];
+let clients: Clients | undefined;
+let temporal: Client | undefined;
 
 afterAll(async () => {
   await Promise.allSettled(children.map((c) => c.stop()));
+  await Promise.allSettled(started.map((id) => temporal?.workflow.getHandle(id).terminate('compiled suite finished')));
+  await temporal?.connection.close();
+  await clients?.close();
 });
 
 /** @returns the first JSON log line of a child's log file that has `msg` */
@@ -49,4 +57,32 @@ test('the compiled services load no TypeScript loader: no module of dist/ names 
   expect(files).toContain(join('api', 'main.js'));
   const loaders = files.filter((f) => /require\(["'](tsx|ts-node)|from ["'](tsx|ts-node)/.test(readFileSync(join(DIST, f), 'utf8')));
   expect(loaders).toEqual([]);
+});
+
+test('with STARTER_IN_API=false the API only accepts; `node dist/starter/main.js` starts the accepted orders’ workflows', async () => {
+  const config = testConfig({ STARTER_IN_API: 'false' });
+  clients = connectClients(config);
+  temporal = await connectTemporal(config);
+  const sale = await createTestSale(clients, { quantities: [3] });
+  const dir = join(ROOT, 'reports');
+  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE, STARTER_IN_API: 'false', SALE_GATE_REQUIRED: 'false', RATE_LIMIT_ENABLED: 'false' };
+  const api = startChild('api', 'dist/api/main.js', env, join(dir, 'compiled-api-alone.log'), 'api listening');
+  children.push(api);
+  await api.ready;
+  for (let i = 0; i < 3; i++) {
+    const res = await fetch(`http://127.0.0.1:${env.API_PORT}/api/flash-sales/items/${sale.items[0].itemId}/purchase`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await buyerToken(config, `alone-${randomUUID()}`)}` },
+    });
+    expect(res.status).toBe(202);
+    started.push(((await res.json()) as { orderId: string }).orderId);
+  }
+  const exists = (id: string) => temporal!.workflow.getHandle(id).describe().then(() => true, () => false);
+  // The API's own starter would have started them within its first poll.
+  await new Promise((resolve) => setTimeout(resolve, 2000));
+  expect(await Promise.all(started.map(exists))).toEqual([false, false, false]);
+  const starter = startChild('starter', 'dist/starter/main.js', env, join(dir, 'compiled-starter.log'), 'starter running');
+  children.push(starter);
+  await starter.ready;
+  await until('the starter started all three workflows', async () => (await Promise.all(started.map(exists))).every(Boolean));
 });

@@ -1,7 +1,7 @@
 /**
- * The Koa application: middleware that each do one thing (error → JSON, body parsing, auth per route group),
- * the purchase route ahead of the router (see purchaseRoute), and the other routes. Built from injected
- * clients so tests and `npm run api` assemble it the same way.
+ * The Koa application: middleware that each do one thing (error → JSON, body parsing, auth per route group)
+ * and the router with every route. Built from injected clients so tests and `npm run api` assemble it the same
+ * way.
  */
 import { METHODS } from 'node:http';
 import { bodyParser } from '@koa/bodyparser';
@@ -16,7 +16,7 @@ import type { AppDeps } from './deps';
 import { isUnavailable, reply, type ErrorCode } from './errors';
 import { metricsHandler, openApiDocument, readinessHandler } from './routes/ops';
 import { getOrderHandler, paymentHandler } from './routes/orders';
-import { purchaseRoute } from './routes/purchase';
+import { purchaseHandler, purchaseMetrics, soldOutAnswer } from './routes/purchase';
 import { RateLimits, replyRateLimited } from './rateLimits';
 import { SaleGates } from './saleGate';
 import { devTokenHandler, saleAssetHandler, salePageHandler, saleViewHandler, serverTimeHandler } from './routes/saleView';
@@ -97,8 +97,18 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
 
   // Every method Node's parser accepts (TRACE, QUERY, PROPFIND…) is known to the router, so a route answers one
   // it does not serve 405 with Allow (RFC 9110 §15.5.6), never 501: the method is understood, just not here.
+  const replyToError = errorReplier(deps.log);
   const router = new Router({ methods: METHODS });
   router
+    .post(
+      '/api/flash-sales/items/:itemId/purchase',
+      purchaseMetrics(deps, replyToError),
+      soldOutAnswer(deps),
+      rateLimited(limits, 'ip'),
+      buyer,
+      rateLimited(limits, 'buyer'),
+      purchaseHandler(deps, gates),
+    )
     .get('/api/flash-sales/sales/:saleId', saleViewHandler(deps, gates))
     .get('/api/flash-sales/time', serverTimeHandler())
     .get('/api/flash-sales/orders/:orderId', rateLimited(limits, 'ip'), buyer, rateLimited(limits, 'buyer'), getOrderHandler(deps))
@@ -120,9 +130,6 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
   // signed with the public development secret (forgeable by anyone anyway), never with a real one.
   if (devTokensServed(deps.config)) router.post('/api/dev/token', json, devTokenHandler(deps));
 
-  const replyToError = errorReplier(deps.log);
-  // The purchase route handles its own errors, so the stampede skips one async layer per request.
-  app.use(purchaseRoute(deps, authenticate, gates, limits, replyToError));
   app.use(errorsAsJson(replyToError));
   app.use(router.routes());
   app.use(router.allowedMethods());

@@ -2,8 +2,8 @@
  * Authentication. Buyers: `Authorization: Bearer <JWT>` verified with fast-jwt against a pinned algorithm and
  * key (HS256 secret, or RS256 public key / JWKS), `exp`/`nbf` checked; the buyer is the token's `sub` and
  * nothing else (I6). Verification is synchronous (node:crypto) and verified tokens are remembered until their
- * expiry, so an impatient buyer's repeated presses cost a map lookup (jose's WebCrypto path measured ~120 µs
- * per token here, more than the whole sold-out answer). Admin and payment service: static bearer credentials,
+ * expiry, so an impatient buyer's repeated presses cost a map lookup (an asynchronous WebCrypto check costs
+ * more than the whole sold-out answer). Admin and payment service: static bearer credentials,
  * compared in constant time.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -100,9 +100,9 @@ function refusal(err: unknown): Authentication {
  */
 export function rememberingAuthenticator(verify: Verify, cacheSize: number, now: () => number = Date.now): BuyerAuthenticator {
   // Keyed by the whole token, so two tokens can never share an entry (the collision risk fast-jwt warns of
-  // for custom cache keys; its own key is a SHA-256 of the token, ~4 µs a request we do not need to pay).
-  // lru-cache, not a Map evicting its first key: that measured ~30 µs per insert once full (V8 skips the
-  // deleted entries on every keys().next()), against ~1 µs here.
+  // for custom cache keys; its own key is a SHA-256 of the token, a cost per request we need not pay).
+  // lru-cache, not a Map evicting its first key: once full, V8 skips the deleted entries on every
+  // keys().next(), and each insert slows with the number evicted.
   const verified = cacheSize > 0 ? new LRUCache<string, { buyerId: string; validUntilMs: number }>({ max: cacheSize }) : undefined;
 
   const admit = (token: string, payload: { sub?: unknown; exp?: unknown }): Authentication => {

@@ -49,8 +49,14 @@ export const RETRY_AFTER_S = 1;
 // writes headers and body as one piece (tools/bench/soldout.ts could not tell it from a Buffer's two pieces).
 const BODY_OF = new Map(Object.keys(STATUS_OF).map((code) => [code, JSON.stringify({ error: code })]));
 
-/** Sets status and JSON body `{ "error": code, ...details }` for code; 503s carry Retry-After. */
+/** Where reply leaves its code for middleware that reports on answers (the purchase metrics). */
+export interface AnsweredState {
+  outcome?: ErrorCode | 'PENDING';
+}
+
+/** Sets status and JSON body `{ "error": code, ...details }` for code (kept in ctx.state.outcome); 503s carry Retry-After. */
 export function reply(ctx: Context, code: ErrorCode, details?: Record<string, unknown>): void {
+  (ctx.state as AnsweredState).outcome = code;
   ctx.status = STATUS_OF[code];
   if (details) {
     ctx.body = { error: code, ...details };

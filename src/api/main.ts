@@ -3,25 +3,21 @@
  * starts the accepted orders' workflows (src/starter/starter.ts). SIGINT/SIGTERM stop accepting, let in-flight requests
  * finish (up to 10 s), stop the starter (its starts in flight finish), then close the clients.
  */
-import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import type { Server } from 'node:http';
-import { hostname } from 'node:os';
 import type { Duplex } from 'node:stream';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createLogger, type Logger } from '../logger';
 import { Orders } from '../order/store';
 import { createRedis, ReservationStore } from '../reservation/store';
-import { StartQueue } from '../reservation/startQueue';
 import { OrderWorkflows } from '../temporal';
 import { createApp } from './app';
 import { clientErrorResponse } from './errors';
 import { Catalog } from './catalog';
 import { createMetrics } from './metrics';
-import { RecentSales } from '../starter/recentSales';
 import { SoldOutFlags } from './soldOut';
-import { Starter } from '../starter/starter';
+import { createStarter } from '../starter/starter';
 
 const DRAIN_MS = 10_000;
 
@@ -39,9 +35,8 @@ export interface RunningApi {
 export async function startApi(config: Config, log: Logger = createLogger(config.LOG_LEVEL, 'api')): Promise<RunningApi> {
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
   // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects. Auto-pipelining
-  // sends the reservations of one event-loop turn in one write: in tools/bench/accept.ts the API's CPU per accepted
-  // purchase fell from 282 to 248 µs (appendfsync always) and Redis' from 114 to 74 µs, each write to an idle
-  // Redis having cost a syscall and its wake-up.
+  // sends the reservations of one event-loop turn in one write, where each write to an idle Redis costs a
+  // syscall and its wake-up on both sides (docs/performance.md).
   const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 1, enableOfflineQueue: false, enableAutoPipelining: true });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   let workflows: OrderWorkflows;
@@ -58,31 +53,25 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   const orders = new Orders(pool, store);
   const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'));
   soldOut.start();
-  const recentSales = new RecentSales(pool, config.CATALOG_REFRESH_MS);
   // Its own connection: the queue's reads must not queue behind (or ahead of) the purchases' EVALSHAs.
   const queueRedis = redis.duplicate();
   queueRedis.on('error', (err) => log.warn({ err: err.message }, 'redis error (start queue)'));
   // Scraped only once the server listens, so the starter is there by then.
   const metrics = createMetrics(
     () => soldOut.size,
-    () => starter.depths(),
+    () => starter?.depths() ?? Promise.resolve(new Map()),
   );
-  const starter = new Starter({
-    queue: new StartQueue(queueRedis),
-    start: (order) => workflows.start(order),
-    saleIds: () => recentSales.ids(),
-    taskBacklog: () => workflows.taskBacklog(),
-    maxBacklog: config.STARTER_MAX_BACKLOG,
-    yieldAbovePerS: config.STARTER_YIELD_ABOVE_PER_S,
-    yieldMaxMs: config.STARTER_YIELD_MAX_MS,
-    log,
-    consumer: `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
-    maxInFlight: config.STARTER_MAX_IN_FLIGHT,
-    claimIdleMs: config.STARTER_CLAIM_IDLE_MS,
-    onStarted: (result) => metrics.workflowStarts.inc({ result: result === 'started' ? 'started' : 'already_started' }),
-    onFailure: (cause) => metrics.workflowStartFailures.inc({ cause }),
-    onBacklog: (tasks) => metrics.workflowTaskBacklog.set(tasks),
-  });
+  const starter = config.STARTER_IN_API
+    ? createStarter(
+        config,
+        { redis: queueRedis, pool, workflows, log },
+        {
+          onStarted: (result) => metrics.workflowStarts.inc({ result: result === 'started' ? 'started' : 'already_started' }),
+          onFailure: (cause) => metrics.workflowStartFailures.inc({ cause }),
+          onBacklog: (tasks) => metrics.workflowTaskBacklog.set(tasks),
+        },
+      )
+    : undefined;
   const app = await createApp({
     config,
     log,
@@ -94,7 +83,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     catalog: new Catalog(pool, config.CATALOG_REFRESH_MS),
     soldOut,
     metrics,
-    starter,
+    starter: starter ?? { notice: () => undefined },
   });
   const server = app.listen(config.API_PORT, config.API_HOST);
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
@@ -107,7 +96,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.API_PORT;
   const url = `http://${config.API_HOST}:${port}`;
-  starter.start();
+  starter?.start();
   log.info({ url, node: process.version }, 'api listening');
   return {
     server,
@@ -118,7 +107,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
       server.closeIdleConnections();
       const drained = await Promise.race([closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), DRAIN_MS).unref())]);
       if (!drained) server.closeAllConnections();
-      await starter.stop();
+      await starter?.stop();
       await Promise.allSettled([redis.quit(), queueRedis.quit(), pool.end(), workflows.close()]);
     },
   };

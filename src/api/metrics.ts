@@ -18,9 +18,8 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
-  // SOLD_OUT answers, the stampede's, are recorded in batches: one by one, the sold-out answer cost 74–81 µs of
-  // server CPU against 58–65 µs batched (tools/bench/soldout.ts, two passes; a hot loop shows only ~0.3 µs, so most
-  // of it is what prom-client's label validation and hashing do to the caches of a busy server). Batches are
+  // SOLD_OUT answers, the stampede's, are recorded in batches: one by one, prom-client's label validation and
+  // hashing were a measurable share of the sold-out answer's CPU (docs/performance.md). Batches are
   // flushed in order when full and before every scrape (`collect`), so /metrics shows exactly what one-by-one
   // recording would, down to the order of the floating-point additions in `_sum`.
   const deferredSeconds = new Float64Array(DEFERRED_MAX);

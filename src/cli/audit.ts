@@ -1,5 +1,5 @@
 /**
- * `npm run audit [-- --sale N] [--json]`: audits a sale event (default: the newest) against DESIGN.md's
+ * `npm run audit [-- --sale N] [--json]`: audits a sale event (default: the newest) against docs/design.md's
  * invariants. Prints each check with its figures; exits 1 on any violation, 2 on bad arguments.
  */
 import { parseArgs } from 'node:util';

@@ -2,7 +2,7 @@
  * Redis gatekeeper: stock, one live order per buyer per sale event, reservations recorded per order, and the
  * sale's start queue (the orders whose workflow is still to be started, read by src/starter/starter.ts).
  * All keys of a sale share the hash tag {sale:<id>} and are passed in KEYS, so reserve.lua and release.lua
- * run unchanged on Redis Cluster (DESIGN.md, Keys). ioredis' defineCommand sends EVALSHA and falls back to
+ * run unchanged on Redis Cluster (docs/design.md, Keys). ioredis' defineCommand sends EVALSHA and falls back to
  * EVAL when the script cache was flushed (e.g. after a Redis restart).
  */
 import { readFileSync } from 'node:fs';

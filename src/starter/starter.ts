@@ -1,8 +1,9 @@
 /**
- * The starter, run by every API process: it reads the sales' start queues (src/reservation/startQueue.ts) through the
- * consumer group and starts each accepted order's workflow (workflow id = orderId; an id that exists already
- * counts as started), then acknowledges and deletes the entry (I4). Acceptance rests on Redis; this is where
- * the accepted orders reach Temporal, at Temporal's pace (DESIGN.md, "Acceptance rests on Redis").
+ * The starter, a role of its own: the API process runs one by default (STARTER_IN_API), and `npm run starter`
+ * runs it alone. It reads the sales' start queues (src/reservation/startQueue.ts) through the consumer group
+ * and starts each accepted order's workflow (workflow id = orderId; an id that exists already counts as
+ * started), then acknowledges and deletes the entry (I4). Acceptance rests on Redis; this is where the
+ * accepted orders reach Temporal, at Temporal's pace (docs/design.md).
  *
  * - At most maxInFlight starts are in flight; entries are read only for free slots.
  * - RESOURCE_EXHAUSTED, UNAVAILABLE and DEADLINE_EXCEEDED pause all reading (exponential back-off, 100 ms to
@@ -26,9 +27,17 @@
  *   that doubles from 10 ms up to MAX_POLL_MS while a sale's queue stays empty. The sales are the recent ones
  *   (src/sale/sales.ts recentSaleIds) plus those noticed here.
  */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type Redis from 'ioredis';
+import type { Pool } from 'pg';
+import type { Config } from '../config';
 import type { OrderInput } from '../order/types';
 import type { Logger } from '../logger';
-import { InvalidEntry, parseEntry, type QueuedOrder, type RawEntry, type StartQueue } from '../reservation/startQueue';
+import { InvalidEntry, parseEntry, StartQueue, type QueuedOrder, type RawEntry } from '../reservation/startQueue';
+import type { OrderWorkflows } from '../temporal';
+import { AcceptancePace, PACE_WINDOW_MS } from './pacing';
+import { RecentSales } from './recentSales';
 
 /** Why a start failed, as the metrics label it. */
 export type StartFailure = 'resource_exhausted' | 'unavailable' | 'deadline_exceeded' | 'invalid_entry' | 'other';
@@ -64,9 +73,8 @@ const BACKLOG_CHECK_MS = 1000;
  * Longest wait between two polls of a sale whose queue stays empty. Entries reach a queue through a process
  * that noticed them (and polls that sale every MIN_POLL_MS); the others find them this way only when that
  * process did not read them: it died or stopped first, or its buyer got a 503 for a reservation Redis made
- * but did not answer. An idle API with 207 recent sales (a day of tests) spent 73 ms of CPU a second at 1 s,
- * 57 ms at 5 s (claims and the depth readings are the rest). It also bounds how often an idle sale is swept
- * for claims when claimIdleMs/2 is shorter.
+ * but did not answer, so a long wait costs little and spares an idle process the reads of every recent sale.
+ * It also bounds how often an idle sale is swept for claims when claimIdleMs/2 is shorter.
  */
 const MAX_POLL_MS = 5000;
 /** Longest sleep of the loop: it re-reads the list of sales and retries refused starts at least this often. */
@@ -78,71 +86,6 @@ const BACKOFF_MAX_MS = 5000;
 /** A queue whose oldest entry waits longer than this is logged as behind, at most once per LAG_LOG_MS. */
 const LAG_WARN_MS = 10_000;
 const LAG_LOG_MS = 10_000;
-
-/** The span over which AcceptancePace measures the pace of acceptance. */
-const PACE_WINDOW_MS = 250;
-
-/**
- * The pace at which this process accepts orders, as the starter's reason to wait: hot while the current or the
- * previous PACE_WINDOW_MS window saw at least abovePerS orders per second; the first order after a quiet spell
- * (a whole window without one) opens a window. Starts wait while it is hot, but for at most maxMs in a row;
- * past that they go on until a whole window has stayed below abovePerS (starts go during such a window too,
- * and the next hot spell waits anew). A starter with nothing in flight also waits out an opening window, whose
- * pace is not known before it has passed: going at its first order let a full set of starts, and the workflow
- * tasks they cause, run beside the first second of a stampede (accept bench: 150–360 µs of Temporal's CPU
- * and 200–370 µs of the worker's per 202 during it, against 3–17 and 13–23 with the wait). A busy starter
- * (a drain under way) does not: a trickle of orders would hold every sale's starts a window at a time.
- * Times in ms, from a monotonic clock (performance.now()).
- */
-export class AcceptancePace {
-  private windowStart = -Infinity;
-  private count = 0;
-  private previousPerS = 0;
-  private hotSince: number | undefined;
-
-  /** @param abovePerS orders/s; 0 never waits */
-  constructor(
-    private readonly abovePerS: number,
-    private readonly maxMs: number,
-  ) {}
-
-  /** Counts one order accepted at `now`. */
-  accepted(now: number): void {
-    this.roll(now);
-    if (this.count === 0 && this.previousPerS === 0) this.windowStart = now;
-    this.count += 1;
-  }
-
-  /**
-   * @param starterIdle whether the starter has no start in flight or waiting for a retry
-   * @returns 'wait' while hot (for at most maxMs in a row), 'overdue' while hot beyond that, 'opening' while an
-   *   idle starter's opening window has not passed (windowLeftMs says for how long), else 'go'
-   */
-  at(now: number, starterIdle: boolean): 'go' | 'opening' | 'wait' | 'overdue' {
-    this.roll(now);
-    if (this.abovePerS === 0) return 'go';
-    if (Math.max(this.previousPerS, (this.count * 1000) / PACE_WINDOW_MS) < this.abovePerS) {
-      if (starterIdle && this.previousPerS === 0 && this.count > 0) return 'opening';
-      this.hotSince = undefined;
-      return 'go';
-    }
-    this.hotSince ??= now;
-    return now - this.hotSince < this.maxMs ? 'wait' : 'overdue';
-  }
-
-  /** @returns ms until the current window has passed (at least 1) */
-  windowLeftMs(now: number): number {
-    return Math.max(1, this.windowStart + PACE_WINDOW_MS - now);
-  }
-
-  private roll(now: number): void {
-    if (now - this.windowStart < PACE_WINDOW_MS) return;
-    // A window that ended a whole window ago was followed by one without a single order.
-    this.previousPerS = now - this.windowStart < 2 * PACE_WINDOW_MS ? (this.count * 1000) / PACE_WINDOW_MS : 0;
-    this.windowStart = now;
-    this.count = 0;
-  }
-}
 
 /** @returns the back-off class of a start's error (Temporal's gRPC status, as the client thread reports it) */
 export function classify(err: unknown): StartFailure {
@@ -434,4 +377,32 @@ export class Starter {
       });
     this.inFlight.add(task);
   }
+}
+
+/**
+ * The starter of one process (the API's, or `npm run starter`'s), from the configuration: it polls the recent
+ * sales' start queues over `redis` (a connection of its own: its reads must not queue behind the purchases'
+ * scripts) as a consumer named after the host and process, and starts on the configured task queue.
+ * @param hooks what the process does with each start, failure and backlog reading (metrics)
+ */
+export function createStarter(
+  config: Config,
+  clients: { redis: Redis; pool: Pool; workflows: OrderWorkflows; log: Logger },
+  hooks: Pick<StarterDeps, 'onStarted' | 'onFailure' | 'onBacklog'>,
+): Starter {
+  const recentSales = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS);
+  return new Starter({
+    queue: new StartQueue(clients.redis),
+    start: (order) => clients.workflows.start(order),
+    saleIds: () => recentSales.ids(),
+    taskBacklog: () => clients.workflows.taskBacklog(),
+    maxBacklog: config.STARTER_MAX_BACKLOG,
+    yieldAbovePerS: config.STARTER_YIELD_ABOVE_PER_S,
+    yieldMaxMs: config.STARTER_YIELD_MAX_MS,
+    log: clients.log,
+    consumer: `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+    maxInFlight: config.STARTER_MAX_IN_FLIGHT,
+    claimIdleMs: config.STARTER_CLAIM_IDLE_MS,
+    ...hooks,
+  });
 }

@@ -227,8 +227,8 @@ test('?rebuild=true after the sale’s Redis keys were lost restores stock = qua
   expect(await clients.redis.hgetall(keys.buyers)).toEqual({ [payer]: paidId, [waiter]: pendingId });
   const reservationsAfter = await clients.redis.hgetall(keys.reservations);
   expect(Object.keys(reservationsAfter).sort()).toEqual([paidId, pendingId].sort());
-  expect(reservationsAfter[paidId]).toMatch(new RegExp(`^${itemId}\\|${payer}\\|\\d+$`));
-  expect(reservationsAfter[pendingId]).toMatch(new RegExp(`^${itemId}\\|${waiter}\\|\\d+$`));
+  expect(reservationsAfter[paidId]).toMatch(new RegExp(`^${itemId}\\|${payer}\\|\\d+\\|\\d+\\|\\d+$`));
+  expect(reservationsAfter[pendingId]).toMatch(new RegExp(`^${itemId}\\|${waiter}\\|\\d+\\|\\d+\\|\\d+$`));
   // reservedAt comes back from PostgreSQL (ms precision), so the rebuilt entries equal the lost ones.
   expect(reservationsAfter).toEqual(reservationsBefore);
 

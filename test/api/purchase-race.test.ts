@@ -178,7 +178,7 @@ test('one buyer, 50 parallel requests, stock 10: exactly one 202 and 49 × 409 n
   for (const r of replies.filter((r) => r.status === 409)) expect(r.body).toEqual({ error: 'ALREADY_PURCHASED', orderId });
   expect(await stockOf(sale.saleId, itemId)).toBe(9);
   expect(await clients.redis.hgetall(saleKeys(sale.saleId).reservations)).toEqual({
-    [orderId]: expect.stringMatching(new RegExp(`^${itemId}\\|hammer-${run}\\|\\d+$`)),
+    [orderId]: expect.stringMatching(new RegExp(`^${itemId}\\|hammer-${run}\\|\\d+\\|\\d+\\|\\d+$`)),
   });
 });
 

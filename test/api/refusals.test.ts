@@ -208,7 +208,7 @@ test('the buyer is the token’s sub: a body userId or identity headers cannot i
   const after = await snapshot(sale);
   expect(after.stock[itemId]).toBe((before.stock[itemId] as number) - 1);
   expect(after.buyers).toEqual({ ...before.buyers, [attacker]: orderId });
-  expect(after.reservations[orderId]).toMatch(new RegExp(`^${itemId}\\|${attacker}\\|\\d+$`));
+  expect(after.reservations[orderId]).toMatch(new RegExp(`^${itemId}\\|${attacker}\\|\\d+\\|\\d+\\|\\d+$`));
   // The victim can still buy (they hold nothing) and cannot see the order; the attacker can.
   const asVictim = await call('GET', `/api/flash-sales/orders/${orderId}`, { token: await buyerToken(config, victim) });
   expect(asVictim.status).toBe(404);

@@ -282,7 +282,7 @@ test('before its workflow exists, an accepted order is the buyer’s: GET answer
   expect((await call('GET', `/api/flash-sales/orders/${orderId}`, { token })).body).toMatchObject({ status: 'PAID', paymentDeadline: accepted.body.paymentDeadline });
 
   relay.thaw();
-  expect(await orderResult(temporal, orderId)).toMatchObject({ status: 'PAID', paymentId: `p-${run}`, deadline: accepted.body.paymentDeadline });
+  expect(await orderResult(temporal, orderId)).toMatchObject({ status: 'PAID', paymentId: `p-${run}`, paymentDeadline: accepted.body.paymentDeadline });
   expect(await settledAudit(config, clients, temporal, sale.saleId, [orderId])).toEqual([]);
   expect(countByType(uniqueEvents(await tap.collect([orderId], { until: (es) => es.some((e) => e.type === 'OrderPaid') })))).toEqual({ OrderPlaced: 1, OrderPaid: 1 });
 }, 60_000);

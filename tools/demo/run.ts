@@ -28,10 +28,11 @@ import { bucketQuantile, countAbove, counter, histogram } from '../shared/promTe
 import { createRedis, ReservationStore, saleKeys } from '../../src/reservation/store';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/temporal';
+import { paymentDeadlineMs, type Order, type OrderInput } from '../../src/order/types';
 import { paidSignal } from '../../src/workflows/definitions';
 import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press, type PressResult } from '../shared/crowd';
 import { freePort, startChild, type Child } from '../shared/processes';
-import { latencySummary } from './stats';
+import { latencySummary, percentile } from './stats';
 
 export interface DemoOptions {
   /** Units per item. */
@@ -154,6 +155,13 @@ export interface WorkflowTaskFigures {
   executionFailed: number;
   stickyCacheMisses: number;
   historiesScanned: number;
+  /**
+   * For the EXPIRED orders, how long after its deadline each unit was back in stock (ms; to the workflow task
+   * that released it, as the history stamps its completion), in two groups: orders whose workflow first ran
+   * before the deadline (their timer aimed at it) and those whose workflow first ran after it (its start waited
+   * in the start queue longer than the payment window).
+   */
+  returnLagMs: { startedBeforeDeadline: LagSummary; firstRanAfterDeadline: LagSummary };
   /** WorkflowTaskTimedOut events across those histories. */
   timedOutInHistory: number;
   /**
@@ -181,7 +189,7 @@ function perOrder(before: StackCpu, after: StackCpu, orders: number) {
 }
 
 /** The worker's Core metrics: workflow task latencies, failures and sticky cache misses. */
-function workerTaskMetrics(text: string): Omit<WorkflowTaskFigures, 'historiesScanned' | 'timedOutInHistory' | 'failedInHistory'> {
+function workerTaskMetrics(text: string): Omit<WorkflowTaskFigures, 'historiesScanned' | 'timedOutInHistory' | 'failedInHistory' | 'returnLagMs'> {
   const execution = histogram(text, 'temporal_workflow_task_execution_latency');
   const toStart = histogram(text, 'temporal_workflow_task_schedule_to_start_latency');
   return {
@@ -194,22 +202,40 @@ function workerTaskMetrics(text: string): Omit<WorkflowTaskFigures, 'historiesSc
   };
 }
 
-/** 64 read 364–478 histories/s from the dev server here, 16 read 232–243/s (4,000 each, side by side). */
+/** Histories read at once: many reads in flight keep the dev server busy rather than waiting on each round trip. */
 const HISTORY_READS_IN_FLIGHT = 64;
 
+export interface LagSummary {
+  count: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+function lagSummary(values: number[]): LagSummary {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { count: sorted.length, p50: Math.round(percentile(sorted, 50)), p99: Math.round(percentile(sorted, 99)), max: Math.round(sorted[sorted.length - 1] ?? Number.NaN) };
+}
+
+type HistoryEvent = NonNullable<Awaited<ReturnType<ReturnType<Awaited<ReturnType<typeof connectTemporal>>['workflow']['getHandle']>['fetchHistory']>>['events']>[number];
+
+const eventMs = (e: HistoryEvent) => Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
+const payloadJson = (payload: { data?: Uint8Array | null } | undefined) => JSON.parse(Buffer.from(payload?.data ?? []).toString('utf8')) as unknown;
+
 /**
- * Reads every order's history (HISTORY_READS_IN_FLIGHT at a time) and counts its workflow task timeouts, and
- * its failures by cause.
+ * Reads every order's history (HISTORY_READS_IN_FLIGHT at a time): its workflow task timeouts, its failures by
+ * cause, and for an EXPIRED order how long after its deadline its unit came back (returnLagMs).
  */
 async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal>>, orderIds: readonly string[]) {
   let timedOut = 0;
   const failedByCause: Record<string, number> = {};
+  const lags = { startedBeforeDeadline: [] as number[], firstRanAfterDeadline: [] as number[] };
   let next = 0;
   await Promise.all(
     Array.from({ length: HISTORY_READS_IN_FLIGHT }, async () => {
       while (next < orderIds.length) {
-        const history = await temporal.workflow.getHandle(orderIds[next++]).fetchHistory();
-        for (const e of history.events ?? []) {
+        const events = (await temporal.workflow.getHandle(orderIds[next++]).fetchHistory()).events ?? [];
+        for (const e of events) {
           if (e.workflowTaskTimedOutEventAttributes) timedOut += 1;
           const failed = e.workflowTaskFailedEventAttributes;
           if (failed) {
@@ -217,10 +243,24 @@ async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal
             failedByCause[cause] = (failedByCause[cause] ?? 0) + 1;
           }
         }
+        const input = payloadJson(events[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]) as OrderInput;
+        const completed = events.find((e) => e.workflowExecutionCompletedEventAttributes);
+        const result = completed && (payloadJson(completed.workflowExecutionCompletedEventAttributes?.result?.payloads?.[0]) as Order);
+        const firstTask = events.find((e) => e.workflowTaskStartedEventAttributes);
+        if (result?.status !== 'EXPIRED' || !firstTask) continue;
+        // The unit goes back in the task that settles the order, the last before the workflow completes.
+        const settledIn = [...events].reverse().find((e) => e.workflowTaskCompletedEventAttributes) ?? (completed as HistoryEvent);
+        const deadlineMs = paymentDeadlineMs(input);
+        (eventMs(firstTask) < deadlineMs ? lags.startedBeforeDeadline : lags.firstRanAfterDeadline).push(eventMs(settledIn) - deadlineMs);
       }
     }),
   );
-  return { historiesScanned: orderIds.length, timedOutInHistory: timedOut, failedInHistory: failedByCause };
+  return {
+    historiesScanned: orderIds.length,
+    timedOutInHistory: timedOut,
+    failedInHistory: failedByCause,
+    returnLagMs: { startedBeforeDeadline: lagSummary(lags.startedBeforeDeadline), firstRanAfterDeadline: lagSummary(lags.firstRanAfterDeadline) },
+  };
 }
 
 const SALE_OPENS_IN_MS = 4000;
@@ -542,6 +582,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   }
 }
 
+const lag = (l: LagSummary) => (l.count ? `${l.count} orders, p50 ${l.p50}, p99 ${l.p99}, max ${l.max}` : 'none');
+
 /** The report as Markdown: waves, latencies, timings, final counts, audit. */
 export function renderMarkdown(r: DemoResult): string {
   const d = r.drain;
@@ -581,6 +623,7 @@ export function renderMarkdown(r: DemoResult): string {
       : 'Baseline: no tools/bench/drain.ts result in reports/bench.jsonl on this machine yet (`npx tsx tools/bench/drain.ts`).',
     '',
     `Workflow tasks: ${w.executed} executed, p50 ≤ ${w.executionMs.p50} ms, p99 ≤ ${w.executionMs.p99} ms, ${w.slowExecutions.count} over ${w.slowExecutions.bound} ms; schedule-to-start p50 ≤ ${w.scheduleToStartMs.p50} ms, p99 ≤ ${w.scheduleToStartMs.p99} ms; ${w.executionFailed} failed, ${w.stickyCacheMisses} sticky cache misses. In ${w.historiesScanned} order histories: ${w.timedOutInHistory} workflow task timeouts; workflow task failures by cause: ${Object.entries(w.failedInHistory).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}.`,
+    `Unpaid units back in stock after their deadline (EXPIRED orders; ms): workflow started before the deadline ${lag(w.returnLagMs.startedBeforeDeadline)}; workflow first ran after it ${lag(w.returnLagMs.firstRanAfterDeadline)}.`,
     '',
     `Final orders: ${Object.entries(r.finalCounts)
       .map(([k, v]) => `${k} ${v}`)

@@ -1,9 +1,9 @@
 /** Starts the API and the worker as child processes (as an operator would run them, compiled) and stops them, on ports found free. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, mkdirSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -35,6 +35,7 @@ export function startChild(
   const argv = script.endsWith('.ts') ? [process.execPath, '--import', 'tsx', join(ROOT, script)] : [process.execPath, join(ROOT, script)];
   const [command, ...args] = nice ? ['nice', '-n', String(nice), ...argv] : argv;
   const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  mkdirSync(dirname(logFile), { recursive: true });
   const log = createWriteStream(logFile);
   child.stdout.pipe(log);
   child.stderr.pipe(log);

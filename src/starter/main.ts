@@ -1,0 +1,43 @@
+/**
+ * Starter process (`npm run starter`): the starter alone, for a deployment that runs it apart from the API
+ * processes (those then run with STARTER_IN_API=false). Several may run: they share the start queues' consumer
+ * group, and each claims what another left behind (src/starter/starter.ts). SIGINT/SIGTERM stop reading, let the
+ * starts in flight finish, then close the clients.
+ */
+import { once } from 'node:events';
+import { loadConfig } from '../config';
+import { createPool } from '../db';
+import { createLogger } from '../logger';
+import { createRedis } from '../reservation/store';
+import { OrderWorkflows } from '../temporal';
+import { createStarter } from './starter';
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.LOG_LEVEL, 'starter');
+  const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
+  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 1 });
+  redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
+  await once(redis, 'ready');
+  const workflows = await OrderWorkflows.connect(config);
+  const noop = () => undefined;
+  const starter = createStarter(config, { redis, pool, workflows, log }, { onStarted: noop, onFailure: noop, onBacklog: noop });
+  starter.start();
+  log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'starter running');
+  const stop = () => {
+    log.info('shutting down: letting the starts in flight finish');
+    void starter
+      .stop()
+      .then(() => Promise.allSettled([redis.quit(), pool.end(), workflows.close()]))
+      .then(() => process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  });
+}
