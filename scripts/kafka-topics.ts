@@ -1,6 +1,6 @@
 /**
  * Creates the orders topic on the local broker, idempotently: the broker runs with
- * auto.create.topics.enable=false (DESIGN.md: topics are created up front, never auto-created).
+ * auto.create.topics.enable=false (docs/design.md: topics are created up front, never auto-created).
  * Then waits for the group coordinator, so the broker is ready for consumer groups too.
  * Run by scripts/services.sh after the broker listens:  npx tsx scripts/kafka-topics.ts
  * Settings come from scripts/stack.env (environment wins). Prints one line; exits 1 on failure.
