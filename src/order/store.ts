@@ -12,7 +12,7 @@
 import type { Pool } from 'pg';
 import type { ReservationStore } from '../reservation/store';
 import { saleOfOrder } from './id';
-import { paymentDeadlineMs, type Order, type OrderInput, type OrderStatus, type PayResult, type Payment } from './types';
+import { paymentDeadlineMs, paysPrice, type Order, type OrderInput, type OrderStatus, type PayResult, type Payment } from './types';
 
 /** What PostgreSQL holds of an order once a transition has run. */
 export interface Outcome {
@@ -128,6 +128,7 @@ export class Orders {
    */
   async pay(orderId: string, payment: Payment, order?: OrderInput): Promise<PayOutcome | undefined> {
     for (;;) {
+      // The statement that decides: windowOpen, and paysPrice's rule as `price_minor = $3`.
       const paid = await this.pool.query(
         `UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
          WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} AND price_minor = $3 RETURNING id`,
@@ -142,7 +143,7 @@ export class Orders {
       if (!row) {
         const terms = order ?? (await this.reserved(orderId));
         if (!terms) return undefined;
-        if (terms.priceMinor !== payment.amount) return { error: 'AMOUNT_MISMATCH' };
+        if (!paysPrice(terms, payment)) return { error: 'AMOUNT_MISMATCH' };
         const stored = await this.storePaid(terms, payment);
         if (stored === 'stored') return { status: 'PAID', paymentId: payment.paymentId, stored: true };
         if (stored === 'closed') return { error: 'PAYMENT_WINDOW_CLOSED' };
@@ -152,7 +153,7 @@ export class Orders {
         continue;
       }
       // Before the replay check: a paymentId that paid, sent again with another amount, is no replay (I7).
-      if (row.priceMinor !== payment.amount) return { error: 'AMOUNT_MISMATCH' };
+      if (!paysPrice(row, payment)) return { error: 'AMOUNT_MISMATCH' };
       if (row.status === 'PAID' && row.paymentId === payment.paymentId) return { status: 'PAID', paymentId: payment.paymentId };
       if (row.status === 'EXPIRED' || (row.status === 'PENDING' && !row.open)) return { error: 'PAYMENT_WINDOW_CLOSED' };
       // A payable row the UPDATE did not see was inserted between the two statements (the workflow storing

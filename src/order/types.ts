@@ -40,6 +40,14 @@ export function paymentDeadlineMs(order: Pick<OrderInput, 'reservedAtMs' | 'paym
   return order.reservedAtMs + order.paymentWindowMs;
 }
 
+/**
+ * The amount rule: a payment pays an order only for exactly its price, in minor units. (PostgreSQL's
+ * payment statement holds the same guard, `price_minor = amount`, so that the row decides atomically.)
+ */
+export function paysPrice(order: Pick<OrderInput, 'priceMinor'>, payment: Pick<Payment, 'amount'>): boolean {
+  return payment.amount === order.priceMinor;
+}
+
 /** The payment service's word that an order was paid; amount in minor units. */
 export interface Payment {
   paymentId: string;

@@ -12,7 +12,7 @@
 import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities, Settled } from '../activities';
 import { orderEvent } from '../order/events';
-import { PAYMENT_ID, paymentDeadlineMs, type OrderInput, type Order, type PayResult, type Payment } from '../order/types';
+import { PAYMENT_ID, paymentDeadlineMs, paysPrice, type OrderInput, type Order, type PayResult, type Payment } from '../order/types';
 import { OrderStatusKey, paidSignal, payUpdate, statusQuery } from './definitions';
 
 const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
@@ -69,7 +69,7 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
       if (!checked.ok) {
         throw ApplicationFailure.nonRetryable(`payment needs a paymentId of 1-${MAX_PAYMENT_ID} printable ASCII characters and an integer amount >= 0`, 'INVALID_PAYMENT');
       }
-      if (checked.payment.amount !== order.priceMinor) throw ApplicationFailure.nonRetryable(`the price is ${order.priceMinor} minor units`, 'AMOUNT_MISMATCH');
+      if (!paysPrice(order, checked.payment)) throw ApplicationFailure.nonRetryable(`the price is ${order.priceMinor} minor units`, 'AMOUNT_MISMATCH');
     },
   });
   setHandler(paidSignal, async (raw: unknown) => {
