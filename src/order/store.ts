@@ -64,6 +64,8 @@ function outcome(status: OrderStatus, paymentId: string | null | undefined, reas
 }
 
 const isSoldOutInPostgres = (err: unknown) => (err as { constraint?: unknown }).constraint === 'items_sold_within_quantity';
+/** The payment's id is recorded as taken for another order (the payments table's key): one payment pays one order. */
+const isPaymentUsed = (err: unknown) => (err as { constraint?: unknown }).constraint === 'payments_pkey';
 
 /** Orders in PostgreSQL (the source of truth) and their units in Redis. Methods throw pg or ioredis errors when a store is unreachable. */
 export class Orders {
@@ -122,19 +124,32 @@ export class Orders {
    * deadline (the payment service retries a payment whose answer it lost).
    * @param order the order's terms when the caller has them (its workflow); else they come from its reservation
    * @param payment amount in minor units
-   * @returns PAID (`stored` when this call stored the order), or why not: AMOUNT_MISMATCH (nothing changes),
-   *   PAYMENT_WINDOW_CLOSED (deadline passed, or EXPIRED), ORDER_NOT_PENDING (paid by another payment, or
-   *   REJECTED); undefined when there is no such order
+   * @returns PAID (`stored` when this call stored the order), or why not, each changing nothing:
+   *   AMOUNT_MISMATCH, PAYMENT_WINDOW_CLOSED (deadline passed, or EXPIRED), ORDER_NOT_PENDING (paid by another
+   *   payment, or REJECTED), PAYMENT_ID_USED (this paymentId paid another order); undefined when there is no
+   *   such order
    */
   async pay(orderId: string, payment: Payment, order?: OrderInput): Promise<PayOutcome | undefined> {
     for (;;) {
-      // The statement that decides: windowOpen, and paysPrice's rule as `price_minor = $3`.
-      const paid = await this.pool.query(
-        `UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
-         WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} AND price_minor = $3 RETURNING id`,
-        [orderId, payment.paymentId, payment.amount],
-      );
-      if (paid.rowCount === 1) return { status: 'PAID', paymentId: payment.paymentId };
+      // The statement that decides: windowOpen, paysPrice's rule as `price_minor = $3`, and the payment recorded
+      // as taken, which fails the whole statement when its paymentId paid another order.
+      let paid;
+      try {
+        paid = await this.pool.query<{ paid: number }>(
+          `WITH paid AS (
+             UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
+             WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} AND price_minor = $3 RETURNING id
+           ), taken AS (
+             INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $2, id, $3 FROM paid
+           )
+           SELECT count(*)::int AS paid FROM paid`,
+          [orderId, payment.paymentId, payment.amount],
+        );
+      } catch (err) {
+        if (isPaymentUsed(err)) return { error: 'PAYMENT_ID_USED' };
+        throw err;
+      }
+      if (paid.rows[0].paid === 1) return { status: 'PAID', paymentId: payment.paymentId };
       const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; priceMinor: number; open: boolean }>(
         `SELECT status, payment_id AS "paymentId", price_minor::float8 AS "priceMinor", ${windowOpen('deadline_at', 'now()')} AS open FROM orders WHERE id = $1`,
         [orderId],
@@ -147,6 +162,7 @@ export class Orders {
         const stored = await this.storePaid(terms, payment);
         if (stored === 'stored') return { status: 'PAID', paymentId: payment.paymentId, stored: true };
         if (stored === 'closed') return { error: 'PAYMENT_WINDOW_CLOSED' };
+        if (stored === 'used') return { error: 'PAYMENT_ID_USED' };
         // Not stored: a row appeared meanwhile (its workflow's), or PostgreSQL refused it (the buyer's other
         // live order, the item exhausted there), which place records; then decide against the row.
         await this.place(terms);
@@ -227,10 +243,11 @@ export class Orders {
   /**
    * Stores an order that has no row yet as PAID, in one statement: place and pay together, so the order is
    * never seen PENDING in between; under windowOpen, the CHECK (I1) and the one-live-order index (I3).
-   * @returns 'stored'; 'closed' when its deadline has passed (nothing written); 'not-stored' when it wrote
-   *   nothing otherwise (a row exists, the buyer holds another live order, or the item is exhausted in PostgreSQL)
+   * @returns 'stored'; 'closed' when its deadline has passed, 'used' when its paymentId paid another order
+   *   (nothing written); 'not-stored' when it wrote nothing otherwise (a row exists, the buyer holds another
+   *   live order, or the item is exhausted in PostgreSQL)
    */
-  private async storePaid(order: OrderInput, payment: Payment): Promise<'stored' | 'closed' | 'not-stored'> {
+  private async storePaid(order: OrderInput, payment: Payment): Promise<'stored' | 'closed' | 'used' | 'not-stored'> {
     try {
       const stored = await this.pool.query<{ inserted: number; open: boolean }>(
         `WITH inserted AS (
@@ -239,6 +256,8 @@ export class Orders {
            ON CONFLICT DO NOTHING RETURNING id
          ), counted AS (
            UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
+         ), taken AS (
+           INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $6, id, $5 FROM inserted
          )
          SELECT count(*)::int AS inserted, ${windowOpen('$8::timestamptz', 'now()')} AS open FROM inserted`,
         [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, payment.paymentId, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order))],
@@ -247,6 +266,7 @@ export class Orders {
       return stored.rows[0].open ? 'not-stored' : 'closed';
     } catch (err) {
       if (isSoldOutInPostgres(err)) return 'not-stored';
+      if (isPaymentUsed(err)) return 'used';
       throw err;
     }
   }

@@ -57,7 +57,7 @@ export interface Payment {
 /** Answer of the `pay` update: accepted, or why not, so the payment service knows to refund. */
 export type PayResult =
   | { status: 'PAID'; paymentId: string }
-  | { error: 'PAYMENT_WINDOW_CLOSED' | 'ORDER_NOT_PENDING' | 'AMOUNT_MISMATCH' };
+  | { error: 'PAYMENT_WINDOW_CLOSED' | 'ORDER_NOT_PENDING' | 'AMOUNT_MISMATCH' | 'PAYMENT_ID_USED' };
 
 /**
  * An order as its readers see it, one shape for all: GET /orders/{orderId}, the workflow's `status` query and

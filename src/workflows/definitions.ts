@@ -8,7 +8,7 @@ import type { Order, PayResult, Payment } from '../order/types';
 
 /** Fire-and-forget "paid" from the payment service; a late one yields a PaymentRefundRequired event. */
 export const paidSignal = defineSignal<[Payment]>('paid');
-/** "paid" with an answer: PAID, or why not (PAYMENT_WINDOW_CLOSED, ORDER_NOT_PENDING, AMOUNT_MISMATCH). */
+/** "paid" with an answer: PAID, or why not (PAYMENT_WINDOW_CLOSED, ORDER_NOT_PENDING, AMOUNT_MISMATCH, PAYMENT_ID_USED). */
 export const payUpdate = defineUpdate<PayResult, [Payment]>('pay');
 /** Current state of the order. */
 export const statusQuery = defineQuery<Order>('status');

@@ -82,7 +82,8 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
       return;
     }
     const result = await pay(checked.payment);
-    if ('error' in result) refunds.push({ payment: checked.payment, reason: result.error });
+    // A paymentId that paid another order names money that order holds: nothing to refund here.
+    if ('error' in result && result.error !== 'PAYMENT_ID_USED') refunds.push({ payment: checked.payment, reason: result.error });
   });
 
   const placing = await place(order);

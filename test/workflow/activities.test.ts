@@ -289,3 +289,20 @@ test('Orders.pay for an order its workflow has not stored (the payment route): s
   expect(await orderRow(clients.pool, over.orderId)).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
   expect(await sold(order.itemId)).toBe(2);
 });
+
+test('Orders.pay: a paymentId pays one order; on another, with its row or without, PAYMENT_ID_USED and nothing changes; on its own order it is answered PAID again', async () => {
+  const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
+  const [a, b, c] = [await reserved(sale), await reserved(sale), await reserved(sale)];
+  await clients.orders.place(a);
+  await clients.orders.place(b);
+  const shared = { paymentId: `shared-${a.orderId}`, amount: 700 };
+  expect(await clients.orders.pay(a.orderId, shared)).toEqual({ status: 'PAID', paymentId: shared.paymentId });
+  expect(await clients.orders.pay(b.orderId, shared)).toEqual({ error: 'PAYMENT_ID_USED' });
+  expect(await orderRow(clients.pool, b.orderId)).toMatchObject({ status: 'PENDING', paymentId: null });
+  // c has no row yet: the route's path, which would store it PAID from its reservation, stores nothing.
+  expect(await clients.orders.pay(c.orderId, shared)).toEqual({ error: 'PAYMENT_ID_USED' });
+  expect(await orderRow(clients.pool, c.orderId)).toBeUndefined();
+  expect(await sold(a.itemId)).toBe(2);
+  expect(await clients.orders.pay(a.orderId, shared)).toEqual({ status: 'PAID', paymentId: shared.paymentId });
+  expect((await clients.pool.query('SELECT order_id AS "orderId" FROM payments WHERE payment_id = $1', [shared.paymentId])).rows).toEqual([{ orderId: a.orderId }]);
+});

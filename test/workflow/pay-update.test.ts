@@ -157,6 +157,29 @@ describe('payments racing on one order (two payment ids, each sent twice, all wa
   }, 90_000);
 });
 
+test('a paymentId that paid one order is refused on another through the route, the update and the signal (PAYMENT_ID_USED): nothing changes, and no refund is asked for money the first order holds', async () => {
+  const first = await startOrder(LONG_WINDOW_MS);
+  const shared = { paymentId: `shared-${first.order.orderId}`, amount: PRICE };
+  expect(await first.handle.executeUpdate(payUpdate, { args: [shared] })).toEqual({ status: 'PAID', paymentId: shared.paymentId });
+  for (const via of ['route', 'update', 'signal'] as const) {
+    const { order, handle } = await startOrder(LONG_WINDOW_MS);
+    await until('the order in PostgreSQL', () => orderRow(clients.pool, order.orderId));
+    const before = await state(order);
+    expect(before).toMatchObject({ status: 'PENDING', paymentId: null });
+    if (via === 'route') expect(await payOverHttp(order.orderId, shared)).toEqual({ status: 409, body: { error: 'PAYMENT_ID_USED', orderId: order.orderId } });
+    if (via === 'update') expect(await handle.executeUpdate(payUpdate, { args: [shared] })).toEqual({ error: 'PAYMENT_ID_USED' });
+    if (via === 'signal') await handle.signal(paidSignal, shared);
+    if (via !== 'signal') expect(await state(order)).toEqual(before);
+    // The order's own payment, after the refused one (handled in the order they arrived), still pays it.
+    const own = { paymentId: `own-${order.orderId}`, amount: PRICE };
+    expect(await handle.executeUpdate(payUpdate, { args: [own] })).toEqual({ status: 'PAID', paymentId: own.paymentId });
+    expect(await handle.result()).toMatchObject({ status: 'PAID', paymentId: own.paymentId });
+    const seen = uniqueEvents(await tap.collect([order.orderId], { until: (es) => es.some((e) => e.type === 'OrderPaid') }));
+    expect(countByType(seen)).toEqual({ OrderPlaced: 1, OrderPaid: 1 });
+  }
+  expect(await state(first.order)).toMatchObject({ status: 'PAID', paymentId: shared.paymentId });
+}, 120_000);
+
 test('a wrong amount is AMOUNT_MISMATCH and leaves the order open for the right payment', async () => {
   const { order, handle } = await startOrder(LONG_WINDOW_MS);
   const payment = { paymentId: `pay-${order.orderId}`, amount: PRICE };

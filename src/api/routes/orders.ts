@@ -2,7 +2,8 @@
  * Order routes, each a call into the order's module (src/order/store.ts, Orders).
  * GET  /api/flash-sales/orders/{orderId}          buyer: their own order; 404 for anyone else's (I6).
  * POST /api/flash-sales/orders/{orderId}/payment  payment service: 200 PAID, or 409 PAYMENT_WINDOW_CLOSED /
- *      ORDER_NOT_PENDING (refund), 422 AMOUNT_MISMATCH; decided in PostgreSQL, from the 202 on.
+ *      ORDER_NOT_PENDING (refund), 409 PAYMENT_ID_USED (the paymentId paid another order), 422 AMOUNT_MISMATCH;
+ *      decided in PostgreSQL, from the 202 on.
  */
 import type { Context } from 'koa';
 import { z } from 'zod';
