@@ -103,7 +103,6 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
     .post(
       '/api/flash-sales/items/:itemId/purchase',
       purchaseMetrics(deps, replyToError),
-      soldOutAnswer(deps),
       rateLimited(limits, 'ip'),
       buyer,
       rateLimited(limits, 'buyer'),
@@ -130,6 +129,8 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
   // signed with the public development secret (forgeable by anyone anyway), never with a real one.
   if (devTokensServed(deps.config)) router.post('/api/dev/token', json, devTokenHandler(deps));
 
+  // The stampede's sold-out answers, before any async layer and the router's dispatch.
+  app.use(soldOutAnswer(deps));
   app.use(errorsAsJson(replyToError));
   app.use(router.routes());
   app.use(router.allowedMethods());

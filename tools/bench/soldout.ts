@@ -24,9 +24,7 @@
 import { execFileSync, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { appendFileSync, mkdirSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { createSigner } from 'fast-jwt';
 import Koa from 'koa';
@@ -35,6 +33,7 @@ import { SaleGates } from '../../src/api/saleGate';
 import { loadConfig, type Config } from '../../src/config';
 import { createPool } from '../../src/db';
 import { createRedis, ReservationStore } from '../../src/reservation/store';
+import { appendResult } from '../shared/benchResults';
 import { CROWD_IP_LIMIT } from '../shared/crowd';
 import { createSale, loadSale } from '../../src/sale/sales';
 
@@ -311,13 +310,7 @@ async function main(): Promise<void> {
     );
   }
 
-  mkdirSync(join(__dirname, '..', '..', 'reports'), { recursive: true });
-  const line = {
-    bench: 'soldout',
-    date: new Date().toISOString(),
-    node: process.version,
-    cpus: cpus().length,
-    cpuModel: cpus()[0]?.model,
+  appendResult('soldout', {
     loadavgBefore: loadBefore,
     connections: CONNECTIONS,
     durationS: DURATION_S,
@@ -328,8 +321,7 @@ async function main(): Promise<void> {
     roundRatios: byMode((mode) => roundRatios(mode)),
     ratio: byMode((mode) => median(roundRatios(mode))),
     calibration: byMode((mode) => median(roundRatios(mode, 'bare-koa-2'))),
-  };
-  appendFileSync(join(__dirname, '..', 'reports', 'bench.jsonl'), `${JSON.stringify(line)}\n`);
+  });
 }
 
 const serveAt = process.argv.indexOf('--serve');

@@ -1,7 +1,8 @@
 /**
- * POST /api/flash-sales/items/{itemId}/purchase — the front door of the stampede, mounted on the router as
+ * POST /api/flash-sales/items/{itemId}/purchase — the front door of the stampede: soldOutAnswer in front of
+ * the router, then on the router
  *
- *   purchaseMetrics → soldOutAnswer → rate limit (client IP) → buyerAuth → rate limit (buyer) → purchase
+ *   purchaseMetrics → rate limit (client IP) → buyerAuth → rate limit (buyer) → purchase
  *
  * 202 PENDING (with the payment deadline) once Redis holds the reservation and its start queue entry, written
  * together by reserve.lua; the starter starts the order's workflow afterwards, so no purchase waits for
@@ -47,18 +48,37 @@ export function purchaseMetrics({ metrics, log }: Pick<AppDeps, 'metrics' | 'log
   };
 }
 
+/** The purchase route's path as @koa/router matches it: letter case ignored, one trailing slash allowed. */
+const PURCHASE_PATH = /^\/api\/flash-sales\/items\/([^/]+)\/purchase\/?$/i;
+
+/** Decodes a path segment as @koa/router does (`%31` → `1`); a malformed escape stays as it is (→ 400 later). */
+function segment(raw: string): string {
+  if (!raw.includes('%')) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
 /**
- * Middleware: 410 SOLD_OUT for an item this process holds as sold out, as soon as the request carries a bearer
- * token shaped like a JWT, before the token is verified: the answer is the same for every buyer and acts for
- * no one (I6, I7), and the check would cost more than the whole answer. SOLD_OUT_VERIFIES_TOKEN=true (or
- * SOLD_OUT_CACHE=false) leaves every request to the checks that follow.
+ * Middleware in front of the router: 410 SOLD_OUT for a purchase of an item this process holds as sold out, as
+ * soon as the request carries a bearer token shaped like a JWT, before the token is verified: the answer is
+ * the same for every buyer and acts for no one (I6, I7), and the check would cost more than the whole answer.
+ * Most of a stampede ends here, synchronously, before the router's dispatch (docs/performance.md has the
+ * same-run figures). Anything else goes on to the router. SOLD_OUT_VERIFIES_TOKEN=true (or
+ * SOLD_OUT_CACHE=false) leaves every purchase to the route.
  */
-export function soldOutAnswer({ soldOut, config }: Pick<AppDeps, 'soldOut' | 'config'>) {
+export function soldOutAnswer({ soldOut, config, metrics }: Pick<AppDeps, 'soldOut' | 'config' | 'metrics'>) {
   const enabled = config.SOLD_OUT_CACHE && !config.SOLD_OUT_VERIFIES_TOKEN;
   return function answerSoldOut(ctx: Context, next: Next): void | Promise<void> {
-    const itemId = enabled ? parseId(ctx.params.itemId) : undefined;
-    if (itemId !== undefined && soldOut.has(itemId) && hasBearerJwt(ctx.req.headers.authorization)) return reply(ctx, 'SOLD_OUT');
-    return next();
+    if (!enabled || ctx.method !== 'POST') return next();
+    const startedAt = performance.now();
+    const match = PURCHASE_PATH.exec(ctx.path);
+    const itemId = match ? parseId(segment(match[1])) : undefined;
+    if (itemId === undefined || !soldOut.has(itemId) || !hasBearerJwt(ctx.req.headers.authorization)) return next();
+    reply(ctx, 'SOLD_OUT');
+    metrics.recordSoldOut((performance.now() - startedAt) / 1000);
   };
 }
 
