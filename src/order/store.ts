@@ -33,17 +33,8 @@ const windowOpen = (deadline: string, clock: string) => `${deadline} > ${clock}`
 const ORDER_COLUMNS = `id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", status,
   price_minor::float8 AS "priceMinor", payment_id AS "paymentId", reason, deadline_at AS "deadlineAt"`;
 
-interface OrderRow {
-  orderId: string;
-  saleId: number;
-  itemId: number;
-  userId: string;
-  status: OrderStatus;
-  priceMinor: number;
-  paymentId: string | null;
-  reason: string | null;
-  deadlineAt: Date;
-}
+/** An order as its row reads: Order, with the deadline as a Date and nulls where Order leaves a field out. */
+type OrderRow = Omit<Order, 'paymentDeadline' | 'paymentId' | 'reason'> & { paymentId: string | null; reason: string | null; deadlineAt: Date };
 
 function asOrder(row: OrderRow): Order {
   return {
