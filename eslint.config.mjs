@@ -35,7 +35,7 @@ export default tseslint.config(
       ],
     },
   },
-  { files: ['**/*.js', '**/*.cjs'], languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly' } } },
+  { files: ['**/*.js', '**/*.cjs'], languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly', process: 'readonly' } } },
   // The sale page's script runs in the browser, as a classic script.
   { files: ['src/web/**/*.js'], languageOptions: { sourceType: 'script', globals: globals.browser } },
 );
