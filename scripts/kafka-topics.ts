@@ -2,23 +2,26 @@
  * Creates the orders topic on the local broker, idempotently: the broker runs with
  * auto.create.topics.enable=false (docs/design.md: topics are created up front, never auto-created).
  * Then waits for the group coordinator, so the broker is ready for consumer groups too.
- * Run by scripts/services.sh after the broker listens:  npx tsx scripts/kafka-topics.ts
+ * Run by scripts/services.sh after the broker listens:  npx tsx scripts/kafka-topics.ts; the test suites'
+ * set-up (test/environment.ts) calls ensureTopic for their own topic.
  * Settings come from scripts/stack.env (environment wins). Prints one line; exits 1 on failure.
  */
 import { Kafka, logLevel } from 'kafkajs';
 import { stackEnv } from './stack-env';
 
-async function main(): Promise<void> {
-  const env = stackEnv();
-  const topic = env.KAFKA_TOPIC;
-  const partitions = Number(env.KAFKA_TOPIC_PARTITIONS);
+/**
+ * Creates `topic` with `partitions` partitions on the broker at 127.0.0.1:`port` unless it exists, grows it when
+ * it has fewer, then waits for the group coordinator.
+ * @returns "created", "exists" or "grown from N"
+ * @throws when the topic has more partitions than asked (Kafka cannot shrink one) or the broker does not answer
+ */
+export async function ensureTopic(port: number, topic: string, partitions: number): Promise<string> {
   if (!Number.isInteger(partitions) || partitions < 1) {
-    throw new Error(`KAFKA_TOPIC_PARTITIONS must be a positive integer, got ${env.KAFKA_TOPIC_PARTITIONS}`);
+    throw new Error(`KAFKA_TOPIC_PARTITIONS must be a positive integer, got ${partitions}`);
   }
-
   const kafka = new Kafka({
     clientId: 'flash-sale-stack',
-    brokers: [`127.0.0.1:${env.KAFKA_PORT}`],
+    brokers: [`127.0.0.1:${port}`],
     logLevel: logLevel.NOTHING, // expected retries (coordinator loading) would read like failures; errors are thrown
     // The broker may have just opened its port; give it time to finish starting.
     retry: { retries: 10, initialRetryTime: 300 },
@@ -51,13 +54,19 @@ async function main(): Promise<void> {
     // loaded a consumer's join fails with "not the correct coordinator" and soon gives up. Look a group up here
     // (kafkajs retries while the coordinator is not available) so that the first real consumer finds it ready.
     await admin.describeGroups(['flash-sale-stack-readiness']);
-    console.log(`topic ${topic}: ${partitions} partitions (${note})`);
+    return note;
   } finally {
     await admin.disconnect();
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(`kafka-topics: ${err instanceof Error ? err.message : String(err)}`);
-  process.exit(1);
-});
+if (require.main === module) {
+  const env = stackEnv();
+  ensureTopic(Number(env.KAFKA_PORT), env.KAFKA_TOPIC, Number(env.KAFKA_TOPIC_PARTITIONS)).then(
+    (note) => console.log(`topic ${env.KAFKA_TOPIC}: ${env.KAFKA_TOPIC_PARTITIONS} partitions (${note})`),
+    (err: unknown) => {
+      console.error(`kafka-topics: ${err instanceof Error ? err.message : String(err)}`);
+      process.exit(1);
+    },
+  );
+}

@@ -311,11 +311,12 @@ pg_wait() {
   wait_for 10 true pg_running >/dev/null || true
   wait_for 60 pg_running pg_ready ||
     die "PostgreSQL did not accept connections on $HOST:$PGPORT ($WAIT_FAILURE)" "$PG_LOG" "read the log; then down and up again"
-  # Role and database, idempotently; ALTER keeps the password in step with stack.env.
+  # Role and database, idempotently; ALTER keeps the password in step with stack.env. CREATEDB: the test suites
+  # create their own database (test/environment.ts), apart from the user's.
   as_pg "$PG_BIN/psql" -X -q -h "$PG_SOCKET_DIR" -p "$PGPORT" -U "$PG_OS_USER" -d postgres -v ON_ERROR_STOP=1 \
     -v user="$PGUSER" -v pass="$PGPASSWORD" -v db="$PGDATABASE" >>"$PG_LOG" 2>&1 <<'SQL' ||
 SELECT format('CREATE ROLE %I', :'user') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user') \gexec
-SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', :'user', :'pass') \gexec
+SELECT format('ALTER ROLE %I LOGIN CREATEDB PASSWORD %L', :'user', :'pass') \gexec
 SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'user')
   WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = :'db') \gexec
 SQL

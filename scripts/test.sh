@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # `npm test`: brings the local stack up (installing what is missing), builds the services (`npm run build`: the
-# suites that run the API and the worker as processes run the compiled ones), migrates, lints, type-checks and
+# suites that run the API and the worker as processes run the compiled ones), lints, type-checks and
 # runs every jest suite against the real servers, on the pinned Node.js (scripts/node-env.sh). Extra arguments
-# go to jest (e.g. `npm test -- test/api`). Ends with a plain "N passed, N failed" line for CI.
+# go to jest (e.g. `npm test -- test/api`). The suites use their own database, Redis database, topic and
+# namespace (test/environment.ts), never the user's. Ends with a plain "N passed, N failed" line for CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/node-env.sh
 source scripts/node-env.sh
 bash scripts/services.sh up
 npm run -s build
-node dist/cli/migrate.js >/dev/null
 node_modules/.bin/eslint .
 node_modules/.bin/tsc --noEmit -p .
 mkdir -p reports

@@ -28,6 +28,8 @@ const schema = z
 
     REDIS_HOST: z.string().min(1).default('127.0.0.1'),
     REDIS_PORT: port(6379),
+    /** Logical database (SELECT): the test suites use their own, so they never touch a user's sales. */
+    REDIS_DB: z.coerce.number().int().min(0).max(15).default(0),
 
     KAFKA_HOST: z.string().min(1).default('127.0.0.1'),
     KAFKA_PORT: port(9092),

@@ -3,7 +3,7 @@
  * playwright-core, against the real API and worker. One unit, a sale that starts a few seconds after the page
  * opens: before the start the button is disabled and the countdown runs on the server's clock; at the start
  * a click reserves (the page names the order's deadline); a payment through the payment route turns it paid;
- * a second buyer then sees the item sold out. Each state's screenshot is saved under reports/browser/.
+ * a second buyer then sees the item sold out. Each state's screenshot is saved under reports/test/browser/.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,7 +13,7 @@ import { createTestSale, testConfig } from './helpers';
 import { useAppHarness } from './api/harness';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const SHOTS = join(__dirname, '..', 'reports', 'browser');
+const SHOTS = join(__dirname, '..', 'reports', 'test', 'browser');
 const PRICE = 2499;
 const config = testConfig({ SALE_GATE_REQUIRED: 'true' });
 const app = useAppHarness(config, 'browser');

@@ -49,7 +49,7 @@ test(
   `short campaign on seeds ${CI_SEEDS.join(', ')}: every run settles with no violation`,
   async () => {
     const lines: string[] = [];
-    const results = await runCampaign({ seeds: CI_SEEDS, reportDir: 'reports', keepLogs: false, print: (line) => lines.push(line) });
+    const results = await runCampaign({ seeds: CI_SEEDS, reportDir: 'reports/test', keepLogs: false, print: (line) => lines.push(line) });
     const kinds = new Set(results.flatMap((r) => r.faults.map((f) => f.kind)));
     expect(FAULT_KINDS.filter((k) => !kinds.has(k))).toEqual([]);
     for (const r of results) {

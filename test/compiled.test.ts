@@ -35,7 +35,7 @@ function logLine(file: string, msg: string): Record<string, unknown> {
 }
 
 test('node dist/api/main.js and node dist/worker/main.js start on the pinned Node.js, the worker from the prebuilt workflow bundle', async () => {
-  const dir = join(ROOT, 'reports');
+  const dir = join(ROOT, 'reports', 'test');
   const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: `compiled-${randomUUID()}` };
   const api = startChild('api', 'dist/api/main.js', env, join(dir, 'compiled-api.log'), 'api listening');
   const worker = startChild('worker', 'dist/worker/main.js', env, join(dir, 'compiled-worker.log'), 'worker running');
@@ -64,7 +64,7 @@ test('with STARTER_IN_API=false the API only accepts; `node dist/starter/main.js
   clients = connectClients(config);
   temporal = await connectTemporal(config);
   const sale = await createTestSale(clients, { quantities: [3] });
-  const dir = join(ROOT, 'reports');
+  const dir = join(ROOT, 'reports', 'test');
   const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE, STARTER_IN_API: 'false', SALE_GATE_REQUIRED: 'false', RATE_LIMIT_ENABLED: 'false' };
   const api = startChild('api', 'dist/api/main.js', env, join(dir, 'compiled-api-alone.log'), 'api listening');
   children.push(api);

@@ -4,7 +4,7 @@
  * a buyer JWT (the buyer routes), the admin token (the admin routes), the payment service token (the payment
  * route); the public routes in every pass. The data each needs to reach past 401/403/404 (an active sale, its
  * item and purchase gate, an order of that buyer) is made here first and handed over through test/contract/schemathesis.toml, which
- * also fixes the seed and the number of examples. Each pass's report is kept in reports/schemathesis-*.txt; a
+ * also fixes the seed and the number of examples. Each pass's report is kept in reports/test/schemathesis-*.txt; a
  * failure prints it, with a curl line that reproduces each failing case.
  */
 import { spawn } from 'node:child_process';
@@ -69,8 +69,8 @@ test.each([
 ])('schemathesis with %s: no failure, every operation of the pass tested, none left for auth or data', async (_name, pass, credential, own) => {
   const operations = [...own, ...PUBLIC];
   const { status, output } = await fuzz(credential(), operations);
-  mkdirSync(join(ROOT, 'reports'), { recursive: true });
-  writeFileSync(join(ROOT, 'reports', `schemathesis-${pass}.txt`), output);
+  mkdirSync(join(ROOT, 'reports', 'test'), { recursive: true });
+  writeFileSync(join(ROOT, 'reports', 'test', `schemathesis-${pass}.txt`), output);
   // Generated bodies can be tens of KB on one line: the report keeps each line's head.
   const report = output.split('\n').map((line) => (line.length > 600 ? `${line.slice(0, 600)} …` : line)).join('\n');
   if (status !== 0) throw new Error(`schemathesis failed (exit ${status}):\n${report}`);

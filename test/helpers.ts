@@ -61,7 +61,7 @@ export interface Clients {
 /** PostgreSQL pool and Redis client for direct checks; close() in afterAll, after the suite's API has stopped. */
 export function connectClients(config: Config): Clients {
   const pool = createPool(config);
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
+  const redis = createRedis(config);
   const sales: number[] = [];
   const store = new ReservationStore(redis);
   return {

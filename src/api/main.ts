@@ -37,7 +37,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects. Auto-pipelining
   // sends the reservations of one event-loop turn in one write, where each write to an idle Redis costs a
   // syscall and its wake-up on both sides (docs/performance.md).
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 1, enableOfflineQueue: false, enableAutoPipelining: true });
+  const redis = createRedis(config, { maxRetriesPerRequest: 1, enableOfflineQueue: false, enableAutoPipelining: true });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   let workflows: OrderWorkflows;
   try {

@@ -15,7 +15,7 @@ async function main(): Promise<AuditReport> {
   const { values } = parseArgs({ options: { sale: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const config = loadConfig();
   const pool = createPool(config);
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
+  const redis = createRedis(config, { maxRetriesPerRequest: 3 });
   const temporal = await connectTemporal(config);
   try {
     let saleId = values.sale === undefined ? undefined : parseId(values.sale);

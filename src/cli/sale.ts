@@ -39,7 +39,7 @@ async function run(argv: string[]): Promise<Sale> {
   const [command, idText] = positionals;
   const config = loadConfig();
   const pool = createPool(config);
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
+  const redis = createRedis(config, { maxRetriesPerRequest: 3 });
   const store = new ReservationStore(redis);
   try {
     if (command === 'create') {

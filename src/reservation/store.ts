@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis, { type RedisOptions } from 'ioredis';
+import type { Config } from '../config';
 import type { OrderInput } from '../order/types';
 
 const LUA_DIR = join(__dirname, '..', '..', 'lua');
@@ -39,9 +40,12 @@ export function saleKeys(saleId: number) {
   };
 }
 
-/** Creates an ioredis client with our Lua scripts defined. */
-export function createRedis(options: RedisOptions): ScriptedRedis {
-  const redis = new Redis(options);
+/**
+ * Creates an ioredis client for the configured Redis (host, port, logical database) with our Lua scripts defined.
+ * @param options client behaviour (retries, offline queue, pipelining); the connection comes from config
+ */
+export function createRedis(config: Pick<Config, 'REDIS_HOST' | 'REDIS_PORT' | 'REDIS_DB'>, options: RedisOptions = {}): ScriptedRedis {
+  const redis = new Redis({ ...options, host: config.REDIS_HOST, port: config.REDIS_PORT, db: config.REDIS_DB });
   redis.defineCommand('reserve', { numberOfKeys: 4, lua: readFileSync(join(LUA_DIR, 'reserve.lua'), 'utf8') });
   redis.defineCommand('release', { numberOfKeys: 3, lua: readFileSync(join(LUA_DIR, 'release.lua'), 'utf8') });
   return redis as ScriptedRedis;

@@ -16,7 +16,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'starter');
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 1 });
+  const redis = createRedis(config, { maxRetriesPerRequest: 1 });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   await once(redis, 'ready');
   const workflows = await OrderWorkflows.connect(config);

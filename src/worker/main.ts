@@ -27,7 +27,7 @@ export interface RunningWorker {
  */
 export async function startWorker(config: Config, bundle: BundleOption, extraActivities: Record<string, () => Promise<unknown>> = {}): Promise<RunningWorker> {
   const pool = createPool(config);
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
+  const redis = createRedis(config, { maxRetriesPerRequest: 3 });
   const events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker', UNTIL_ANSWERED), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
   const connection = await NativeConnection.connect({ address: `${config.TEMPORAL_HOST}:${config.TEMPORAL_PORT}` });
   const worker = await Worker.create({

@@ -75,7 +75,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
   const barePort = await freePort();
   const config = loadConfig(env);
   const pool = createPool(config);
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
+  const redis = createRedis(config);
   const store = new ReservationStore(redis);
   const temporal = await connectTemporal(config);
   const logs = mkdtempSync(join(tmpdir(), 'bench-accept-'));

@@ -116,7 +116,7 @@ export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindF
   const taskQueue = `bench-drain-${randomUUID()}`;
   const config = loadConfig({ ...process.env, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: taskQueue });
   const pool = createPool(config);
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
+  const redis = createRedis(config);
   const store = new ReservationStore(redis);
   const temporal = await connectTemporal(config);
   const logDir = mkdtempSync(join(tmpdir(), 'bench-drain-'));

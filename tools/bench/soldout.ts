@@ -231,7 +231,7 @@ async function main(): Promise<void> {
   const pinned = PIN && pinTo(1);
   const config = benchConfig();
   const pool = createPool(config);
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
+  const redis = createRedis(config);
   const now = Date.now();
   const sale = await createSale(pool, {
     name: `bench-soldout-${randomUUID()}`,

@@ -549,7 +549,7 @@ export async function runCampaign(options: CampaignOptions): Promise<RunResult[]
     RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT),
   };
   const fleet = new Fleet(env, dir, relay);
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT });
+  const redis = createRedis(config);
   redis.on('error', () => undefined);
   const pool = createPool(config);
   const clients: Clients = { config, pool, redis, store: new ReservationStore(redis), temporal: await connectTemporal(config) };

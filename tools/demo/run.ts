@@ -57,6 +57,8 @@ export interface DemoOptions {
   /** Hard cap on the whole run, ms. */
   maxDurationMs: number;
   reportDir: string;
+  /** Variables over the process environment for the demo and its processes (the tests give it names of its own). */
+  environment: Record<string, string>;
   /** Progress lines go here. */
   print: (line: string) => void;
 }
@@ -77,6 +79,7 @@ export const DEFAULT_DEMO: Omit<DemoOptions, 'print'> = {
   taskQueue: 'flash-sale-orders',
   maxDurationMs: 45 * 60_000,
   reportDir: 'reports',
+  environment: {},
 };
 
 export interface WaveSummary {
@@ -309,12 +312,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const dir = join(options.reportDir, `demo-${runId}`);
   mkdirSync(dir, { recursive: true });
   // The whole crowd comes from loopback: one client IP. Its limit is lifted; each buyer's stays as configured.
-  const env = { ...process.env, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
+  const env = { ...process.env, ...options.environment, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
   const config = loadConfig(env);
   const hardStopMs = Date.now() + options.maxDurationMs;
 
   const pool = createPool(config);
-  const redis = createRedis({ host: config.REDIS_HOST, port: config.REDIS_PORT, maxRetriesPerRequest: 3 });
+  const redis = createRedis(config, { maxRetriesPerRequest: 3 });
   const store = new ReservationStore(redis);
   const temporal = await connectTemporal(config);
   const children: Child[] = [];
