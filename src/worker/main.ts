@@ -2,14 +2,14 @@
  * Worker process (`npm run worker`): runs orderWorkflow and its activities on the configured task queue, from
  * the workflow bundle `npm run build` made (src/worker/bundle.ts). SIGINT/SIGTERM drain in-flight tasks and close the clients.
  */
-import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata, type Logger as TemporalLogger } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createKafka, UNTIL_ANSWERED } from '../kafka';
 import { EventPublisher } from '../order/publisher';
 import { Orders } from '../order/store';
-import { createLogger } from '../logger';
+import { createLogger, type Logger } from '../logger';
 import { workflowBundle, type BundleOption } from './bundle';
 import { createRedis, ReservationStore } from '../reservation/store';
 
@@ -64,29 +64,49 @@ export async function startWorker(config: Config, bundle: BundleOption, extraAct
  */
 const TASK_EXECUTION_BUCKETS_MS = [1, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000];
 
+/** The SDK's logger interface over pino, so that the SDK's and Core's lines are JSON lines of the worker's log. */
+function sdkLogger(log: Logger): TemporalLogger {
+  const write = (level: LogLevel, message: string, meta?: LogMetadata) => {
+    const method = level === 'TRACE' ? 'trace' : level === 'DEBUG' ? 'debug' : level === 'INFO' ? 'info' : level === 'WARN' ? 'warn' : 'error';
+    log[method]({ ...meta }, message);
+  };
+  return {
+    log: write,
+    trace: (message, meta) => write('TRACE', message, meta),
+    debug: (message, meta) => write('DEBUG', message, meta),
+    info: (message, meta) => write('INFO', message, meta),
+    warn: (message, meta) => write('WARN', message, meta),
+    error: (message, meta) => write('ERROR', message, meta),
+  };
+}
+
 /**
- * Installs the Temporal runtime of a worker process: Core's metrics on a Prometheus endpoint when
- * WORKER_METRICS_PORT is set. Call once per process, before any worker or connection.
+ * Installs the Temporal runtime of a worker process: the SDK's and Core's logs (Core's from WARN, such as
+ * TMPRL1104 on a slow workflow task) go to the worker's log instead of raw lines on stderr; Core's metrics
+ * on a Prometheus endpoint when WORKER_METRICS_PORT is set. Call once per process, before any worker or
+ * connection.
  */
-export function installWorkerRuntime(config: Config): void {
-  if (config.WORKER_METRICS_PORT) {
-    Runtime.install({
-      telemetryOptions: {
+export function installWorkerRuntime(config: Config, log: Logger): void {
+  Runtime.install({
+    logger: sdkLogger(log),
+    telemetryOptions: {
+      logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} },
+      ...(config.WORKER_METRICS_PORT && {
         metrics: {
           prometheus: {
             bindAddress: `${config.WORKER_METRICS_HOST}:${config.WORKER_METRICS_PORT}`,
             histogramBucketOverrides: { temporal_workflow_task_execution_latency: TASK_EXECUTION_BUCKETS_MS },
           },
         },
-      },
-    });
-  }
+      }),
+    },
+  });
 }
 
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'worker');
-  installWorkerRuntime(config);
+  installWorkerRuntime(config, log);
   const running = await startWorker(config, await workflowBundle());
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'worker running');
   const stop = () => {

@@ -11,6 +11,7 @@ import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { connectClients, type Clients } from '../helpers';
 import { http, type Http } from '../openapi';
+import { installTestRuntime } from '../temporalRuntime';
 
 export interface AppHarness {
   clients: Clients;
@@ -26,6 +27,7 @@ export interface AppHarness {
 export function useAppHarness(config: Config, suite: string): AppHarness {
   const app = { accepted: [] as string[] } as AppHarness;
   beforeAll(async () => {
+    installTestRuntime();
     app.clients = connectClients(config);
     app.worker = await startWorker(config, await buildWorkflowBundle());
     app.api = await startApi(config);

@@ -15,6 +15,7 @@ import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { bounded, buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http, type ApiReply, type Http } from '../openapi';
+import { installTestRuntime } from '../temporalRuntime';
 
 const run = randomUUID().slice(0, 8);
 const config = testConfig();
@@ -32,6 +33,7 @@ let callNoCache: Http;
 const accepted: string[] = [];
 
 beforeAll(async () => {
+  installTestRuntime();
   clients = connectClients(config);
   worker = await startWorker(config, await buildWorkflowBundle());
   api = await startApi(config);

@@ -21,6 +21,7 @@ import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
 import { http } from '../openapi';
+import { installTestRuntime } from '../temporalRuntime';
 
 const run = randomUUID().slice(0, 8);
 const config = testConfig();
@@ -31,6 +32,7 @@ const accepted: string[] = [];
 const toClose: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {
+  installTestRuntime();
   clients = connectClients(config);
   temporal = await connectTemporal(config);
 });

@@ -14,11 +14,11 @@ import {
   bundleWorkflowCode,
   DefaultLogger,
   NativeConnection,
-  Runtime,
   Worker,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
 import { stackEnv } from '../../scripts/stack-env';
+import { installTestRuntime } from '../temporalRuntime';
 import { sleepWorkflow } from './workflows/sleep';
 
 const env = stackEnv();
@@ -35,7 +35,7 @@ let connection: Connection;
 let timeSkipping: TestWorkflowEnvironment | undefined; // created by its test only
 
 beforeAll(async () => {
-  Runtime.install({ logger });
+  installTestRuntime('ERROR');
   // Bundle once for both workers: webpack is the slow part of Worker.create.
   bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows/sleep'), logger });
   [nativeConnection, connection] = await Promise.all([NativeConnection.connect({ address }), Connection.connect({ address })]);

@@ -5,7 +5,6 @@
  * close them all.
  */
 import type { Client } from '@temporalio/client';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { startApi, type RunningApi } from '../../src/api/main';
 import type { Config } from '../../src/config';
 import { connectTemporal } from '../../src/temporal';
@@ -13,6 +12,7 @@ import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { connectClients, type Clients } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';
+import { installTestRuntime } from '../temporalRuntime';
 
 export interface WorkflowHarness {
   clients: Clients;
@@ -30,7 +30,7 @@ export interface WorkflowHarness {
 export function useWorkflowHarness(config: Config, options: { api: boolean }): WorkflowHarness {
   const harness = {} as WorkflowHarness;
   beforeAll(async () => {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
+    installTestRuntime();
     harness.clients = connectClients(config);
     harness.tap = await openEventTap(config);
     harness.worker = await startWorker(config, await buildWorkflowBundle());

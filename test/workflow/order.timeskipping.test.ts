@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createActivities } from '../../src/activities';
 import type { OrderInput, Order } from '../../src/order/types';
 import { createKafka } from '../../src/kafka';
@@ -33,6 +33,7 @@ import { startOrderWorkflow } from '../../src/temporal';
 import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, statusQuery, UserIdKey } from '../../src/workflows/definitions';
 import { type Clients, connectClients, createTestSale, orderRow, testConfig } from '../helpers';
 import { countByType, openEventTap, uniqueEvents, type EventTap } from '../kafka';
+import { installTestRuntime } from '../temporalRuntime';
 
 const TEST_SERVER = join(__dirname, '..', '..', '.local', 'venv', 'bin', 'temporal-test-server');
 const WINDOW_MS = 600_000;
@@ -57,7 +58,7 @@ function workerOn(taskQueue: string): Promise<Worker> {
 }
 
 beforeAll(async () => {
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+  installTestRuntime();
   env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: TEST_SERVER } } });
   const { IndexedValueType } = temporal.api.enums.v1;
   await env.connection.operatorService.addSearchAttributes({

@@ -6,11 +6,12 @@
  */
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { loadConfig } from '../../src/config';
+import { createLogger } from '../../src/logger';
 import { installWorkerRuntime, startWorker } from '../../src/worker/main';
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  installWorkerRuntime(config);
+  installWorkerRuntime(config, createLogger(config.LOG_LEVEL, 'drain-worker'));
   const workflowBundle = await bundleWorkflowCode({ workflowsPath: require.resolve('./drainWorkflows') });
   const running = await startWorker(config, { workflowBundle }, { noop: async () => undefined });
   console.log('drain worker running');
