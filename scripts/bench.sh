@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `npm run bench`: brings the local stack up, builds the services and migrates, then runs the benchmarks in
-# tools/bench/ one after the other on the pinned Node.js (scripts/node-env.sh). Each prints its figures beside a
-# baseline from the same run and appends a line to reports/bench.jsonl (docs/performance.md).
+# `npm run bench [-- NAME...]`: brings the local stack up, builds the services and migrates, then runs the
+# benchmarks in tools/bench/ (all, or the named ones: soldout, accept, drain, kafka) one after the other on the
+# pinned Node.js (scripts/node-env.sh). Each prints its figures beside a baseline from the same run and appends
+# a line to reports/bench.jsonl (docs/performance.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/node-env.sh
@@ -9,6 +10,11 @@ source scripts/node-env.sh
 bash scripts/services.sh up
 npm run -s build
 node dist/cli/migrate.js >/dev/null
-for bench in soldout accept drain kafka; do
+benches=("$@")
+[ ${#benches[@]} -gt 0 ] || benches=(soldout accept drain kafka)
+for bench in "${benches[@]}"; do
+  [ -f "tools/bench/$bench.ts" ] || { echo "no benchmark \"$bench\": soldout, accept, drain or kafka" >&2; exit 2; }
+done
+for bench in "${benches[@]}"; do
   node_modules/.bin/tsx "tools/bench/$bench.ts"
 done

@@ -68,7 +68,19 @@ test('2,000 buyers, 200 units, 10 s payment window: every unit ends PAID, nothin
   expect(result.finalCounts.PAID).toBe(200);
   expect(result.finalCounts.PENDING).toBeUndefined();
   expect(result.finalCounts.REJECTED).toBeUndefined();
-  expect(lines.some((l) => l.includes('persisted'))).toBe(true);
+
+  // The live line: a legend first; no count below zero; the cumulative ones never go backwards.
+  expect(lines).toContain(lines.find((l) => l.startsWith('Live line, once a second:')));
+  const live = lines.filter((l) => /^\[\s*\d+s\]/.test(l));
+  expect(live.length).toBeGreaterThan(5);
+  expect(live.filter((l) => / -\d/.test(l))).toEqual([]);
+  for (const column of ['answered', 'stored', 'paid', 'expired']) {
+    const values = live.map((l) => Number(new RegExp(`\\b${column} (\\d+)`).exec(l)?.[1]));
+    expect(values.every((v, i) => Number.isInteger(v) && (i === 0 || v >= values[i - 1]))).toBe(true);
+  }
+  expect(live.some((l) => l.includes('wave 1: waiting for its orders to settle'))).toBe(true);
+  // Every PAID order was paid by exactly one of the payment service's payments: a route 200 or a signal.
+  expect((result.payments.route.PAID ?? 0) + result.payments.signal.paid).toBe(result.finalCounts.PAID);
 
   // The suites' set-up, then what order-workflows.test.ts once left in the shared namespace: a terminated
   // workflow with the same SaleId. It lands in the suites' namespace, so the demo's audit (I4) does not see it.

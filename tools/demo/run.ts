@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { createSigner } from 'fast-jwt';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
+import type { Pool } from 'pg';
 import { request } from 'undici';
 import { auditSale, formatAudit, type AuditReport } from '../../src/audit';
 import { latestResult } from '../shared/benchResults';
@@ -112,7 +113,7 @@ export interface DemoResult {
    * both waves is final and its workflow ended; the checks (audit and history scan) after it.
    */
   stagesMs: { setup: number; sale: number; checks: number };
-  payments: Record<string, number>;
+  payments: PaymentTally;
   /** Per attempt, from request to answer: the payment route (any status) and the `paid` signal. */
   paymentLatencyMs: { route: LatencyWithMax; signal: LatencyWithMax };
   /**
@@ -126,6 +127,51 @@ export interface DemoResult {
   finalCounts: Record<string, number>;
   audit: AuditReport;
   reportFiles: string[];
+}
+
+/** The live line's columns, printed once before it. */
+const LEGEND = [
+  'Live line, once a second:',
+  '  phase      | what the run waits for, and how many orders or workflows are left',
+  '  answered   | presses answered so far, by HTTP status (202 accepted, 409 already holds an order, 410 sold out)',
+  '  to start   | accepted orders whose workflow the starter has yet to start (the sale\'s start queue in Redis)',
+  '  stored     | orders in PostgreSQL: pending (in their payment window), paid, expired (unit back in stock), rejected',
+  '  payments   | the payment service so far: the route\'s answers, and signals sent (their outcome is read at the end)',
+].join('\n');
+
+/** The demo's payment service, by path and by what became of each payment. */
+export interface PaymentTally {
+  /** The payment route's definitive answers by code: PAID, PAYMENT_WINDOW_CLOSED (late), or another refusal. */
+  route: Record<string, number>;
+  /**
+   * Signals delivered (or sent to a workflow that had ended), by what the workflow made of them: paid; refused
+   * because they came after the deadline; refused because the workflow first ran (stored the order) after it.
+   */
+  signal: { paid: number; afterDeadline: number; workflowRanAfterDeadline: number };
+  retried: number;
+  failed: number;
+  unavailable: number;
+  unavailableWithRetryAfter: number;
+}
+
+function newPaymentTally(): PaymentTally {
+  return { route: {}, signal: { paid: 0, afterDeadline: 0, workflowRanAfterDeadline: 0 }, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
+}
+
+/**
+ * What became of the signalled payments (their paymentId is `pay-<orderId>`), from the orders' final rows: a row
+ * made at or after its deadline was stored by a workflow that first ran after it.
+ */
+async function signalFates(pool: Pool, orderIds: readonly string[]): Promise<PaymentTally['signal']> {
+  const res = await pool.query<PaymentTally['signal']>(
+    `SELECT count(*) FILTER (WHERE paid)::int AS paid,
+            count(*) FILTER (WHERE NOT paid AND created_at < deadline_at)::int AS "afterDeadline",
+            count(*) FILTER (WHERE NOT paid AND created_at >= deadline_at)::int AS "workflowRanAfterDeadline"
+       FROM (SELECT created_at, deadline_at, status = 'PAID' AND payment_id = 'pay-' || id::text AS paid
+               FROM orders WHERE id = ANY($1::uuid[])) o`,
+    [orderIds],
+  );
+  return res.rows[0];
 }
 
 export type LatencyWithMax = ReturnType<typeof latencySummary> & { max: number };
@@ -321,7 +367,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const store = new ReservationStore(redis);
   const temporal = await connectTemporal(config);
   const children: Child[] = [];
-  const payments = { route: 0, signal: 0, refused: 0, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
+  const payments = newPaymentTally();
+  // Orders paid through the signal: what became of the payment is the workflow's to decide, read at the end.
+  const signalled: string[] = [];
   const latencies = { route: [] as number[], signal: [] as number[] };
   const inFlightPayments: Promise<void>[] = [];
   let progress: NodeJS.Timeout | undefined;
@@ -391,39 +439,45 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       // Like a real payment service: retry a 5xx or a network error (same paymentId, so it stays
       // idempotent) until a definitive answer — 200, or a 409/422 that means "refund". A signal to a workflow
       // that has ended is refused too: the order settled without this payment.
-      const attempt = async (): Promise<'route' | 'signal' | 'refused' | 'retry'> => {
+      /** @returns 'retry', or the definitive answer: the route's error code ('PAID' on 200), or 'SIGNALLED' */
+      const attempt = async (): Promise<string> => {
         const t0 = performance.now();
         const took = () => latencies[viaSignal ? 'signal' : 'route'].push(performance.now() - t0);
         try {
           if (viaSignal) {
             await temporal.workflow.getHandle(orderId).signal(paidSignal, { paymentId, amount: options.priceMinor });
             took();
-            return 'signal';
+            return 'SIGNALLED';
           }
           const res = await request(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
             method: 'POST',
             headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },
             body: JSON.stringify({ paymentId, amount: options.priceMinor }),
           });
-          await res.body.dump();
+          const body = (await res.body.json().catch(() => ({}))) as { error?: string };
           took();
           if (res.statusCode === 503) {
             payments.unavailable += 1;
             if (res.headers['retry-after'] !== undefined) payments.unavailableWithRetryAfter += 1;
           }
-          if (res.statusCode === 200) return 'route';
-          return res.statusCode >= 500 ? 'retry' : 'refused';
+          if (res.statusCode === 200) return 'PAID';
+          return res.statusCode >= 500 ? 'retry' : (body.error ?? `HTTP_${res.statusCode}`);
         } catch (err) {
           took();
-          return err instanceof WorkflowNotFoundError ? 'refused' : 'retry';
+          // The workflow has ended: the order settled without this payment (read at the end, like any signal).
+          return err instanceof WorkflowNotFoundError ? 'SIGNALLED' : 'retry';
         }
       };
       inFlightPayments.push(
         Promise.all([sleep(delay), viaSignal ? stored(orderId) : undefined]).then(async () => {
           for (let tries = 1; Date.now() < hardStopMs && !stopping; tries++) {
             const outcome = await attempt();
+            if (outcome === 'SIGNALLED') {
+              signalled.push(orderId);
+              return;
+            }
             if (outcome !== 'retry') {
-              payments[outcome] += 1;
+              payments.route[outcome] = (payments.route[outcome] ?? 0) + 1;
               return;
             }
             payments.retried += 1;
@@ -453,15 +507,27 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       return Date.now();
     };
     const t0 = Date.now();
+    // What the run waits for, named on the live line; a settling wave also counts what is left.
+    let phase: { wave: 1 | 2; settling: boolean } = { wave: 1, settling: false };
+    print(LEGEND);
     progress = setInterval(() => {
-      void Promise.all([dbCounts(), queued()]).then(([db, waiting]) => {
-        const persisted = Object.values(db).reduce((a, b) => a + b, 0);
-        const acceptedNow = counts[202] ?? 0;
+      const running = phase.settling ? temporal.workflow.count(`SaleId = ${sale.saleId} AND ExecutionStatus = "Running"`).then((c) => c.count, () => undefined) : undefined;
+      void Promise.all([dbCounts(), queued(), running]).then(([db, toStart, stillRunning]) => {
+        const answered = Object.values(counts).reduce((a, b) => a + b, 0);
+        const stored = Object.values(db).reduce((a, b) => a + b, 0);
+        const notFinal = accepted.length - (db.PAID ?? 0) - (db.EXPIRED ?? 0) - (db.REJECTED ?? 0);
+        const doing = !phase.settling
+          ? `wave ${phase.wave}: buyers pressing`
+          : notFinal > 0
+            ? `wave ${phase.wave}: waiting for its orders to settle, ${notFinal} not final`
+            : `wave ${phase.wave}: every order final, waiting for ${toStart} workflows to start and ${stillRunning ?? '?'} to finish`;
+        const routePaid = payments.route.PAID ?? 0;
+        const routeRefused = Object.values(payments.route).reduce((a, b) => a + b, 0) - routePaid;
         print(
-          `[${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s] answered ${Object.values(counts).reduce((a, b) => a + b, 0)} | ` +
-            `410 ${counts[410] ?? 0} | 409 ${counts[409] ?? 0} | other ${Object.entries(counts).filter(([s]) => !['202', '409', '410'].includes(s)).reduce((a, [, n]) => a + n, 0)} | ` +
-            `accepted ${acceptedNow} | started ${acceptedNow - waiting} | persisted ${persisted} | ` +
-            `pending ${db.PENDING ?? 0} | paid ${db.PAID ?? 0} | expired ${db.EXPIRED ?? 0} | rejected ${db.REJECTED ?? 0}`,
+          `[${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s] ${doing} | answered ${answered} (` +
+            `${['202', '409', '410'].map((status) => `${status}: ${counts[status] ?? 0}`).join(', ')}, other: ${answered - (counts[202] ?? 0) - (counts[409] ?? 0) - (counts[410] ?? 0)}) | ` +
+            `to start ${toStart} | stored ${stored}: pending ${db.PENDING ?? 0}, paid ${db.PAID ?? 0}, expired ${db.EXPIRED ?? 0}, rejected ${db.REJECTED ?? 0} | ` +
+            `route payments ${routePaid} paid, ${routeRefused} refused; signals ${signalled.length}`,
         );
       });
     }, 1000);
@@ -507,6 +573,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const atSoldOut = stampedeSamples.find((c) => c.atMs >= soldOutAtMs) ?? stampedeSamples[stampedeSamples.length - 1];
     const wave1Accepted = accepted.length;
     print(`wave 1 done: ${wave1Accepted} accepted; waiting for their workflows, payments and expiries…`);
+    phase = { wave: 1, settling: true };
     const wave1LastStartedMs = (await lastStarted()) - saleStartMs;
     await waitAllFinal(wave1Accepted);
     const msToWave1Final = Date.now() - saleStartMs;
@@ -522,12 +589,15 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     // the sold-out flags clear within SOLD_OUT_RECHECK_MS.
     await sleep(config.SOLD_OUT_RECHECK_MS + 200);
     print(`wave 2: ${unitsBack} units back in stock, ${options.secondWaveBuyers} new buyers`);
+    phase = { wave: 2, settling: false };
     const wave2Presses = shuffle(wave2Tokens.map((token, i) => ({ token, buyer: `late-${runTag}-${i}`, itemId: itemIds[i % itemIds.length] })));
     const wave2Start = Date.now();
     const wave2 = await pressAll({ baseUrl, presses: wave2Presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(1, 0) });
     const wave2Summary = summarize(wave2, wave2Start, Date.now(), wave2Start, unitsBack);
+    phase = { wave: 2, settling: true };
     await waitAllFinal(accepted.length);
     clearInterval(progress);
+    payments.signal = await signalFates(pool, signalled);
     // Kept beside the report: every Core metric of the worker's run, for what the report does not summarize.
     const workerMetrics = await (await fetch(`http://127.0.0.1:${workerMetricsPort}/metrics`)).text();
     writeFileSync(join(dir, 'worker-metrics.prom'), workerMetrics);
@@ -585,6 +655,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   }
 }
 
+/** The route's answers: paid, refused late, then any other refusal by its code. */
+function routeLine(route: Record<string, number>): string {
+  const { PAID: paid = 0, PAYMENT_WINDOW_CLOSED: late = 0, ...other } = route;
+  const rest = Object.entries(other).map(([code, n]) => `${code} ${n}`);
+  return [`paid ${paid}`, `refused because late (PAYMENT_WINDOW_CLOSED) ${late}`, ...rest].join(', ');
+}
+
 const lag = (l: LagSummary) => (l.count ? `${l.count} orders, p50 ${l.p50}, p99 ${l.p99}, max ${l.max}` : 'none');
 
 /** The report as Markdown: waves, latencies, timings, final counts, audit. */
@@ -616,14 +693,15 @@ export function renderMarkdown(r: DemoResult): string {
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}; ${Math.round((Object.values(st.cpuMs).reduce((a, b) => a + b, 0) / Math.max(1, st.ms)) * 100) / 100} of ${r.machine.cores} cores busy.`,
     '',
-    `Payments: ${Object.entries(r.payments)
-      .map(([k, v]) => `${k} ${v}`)
-      .join(', ')} (refused: a 409 or 422 from the route, or a signal to an order whose workflow had ended; a signal waits for the order's row, which in a backlog comes after the deadline). Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)}, signal ${latency(r.paymentLatencyMs.signal)}.`,
+    `Payments (the payment service pays ${Math.round(r.options.payShare * 100)}% of wave 1's orders, half by each path, and every order of wave 2 by the route), by what became of them:`,
+    `- **route** (\`POST /orders/{id}/payment\`: the payment service's own call, decided by PostgreSQL from the 202 on, whether or not the order's workflow has run): ${routeLine(r.payments.route)}.`,
+    `- **\`paid\` signal** (how a payment service that talks to Temporal reports a payment; it goes to the order's workflow once that has stored the order, which in a backlog is after the deadline): paid ${r.payments.signal.paid}, refused because it came after the deadline ${r.payments.signal.afterDeadline}, refused because the workflow first ran after the deadline ${r.payments.signal.workflowRanAfterDeadline} (each refused signal is a PaymentRefundRequired event).`,
+    `- retried after a 503 or a network error ${r.payments.retried} (503s ${r.payments.unavailable}, ${r.payments.unavailableWithRetryAfter} with Retry-After), given up ${r.payments.failed}. Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)}, signal ${latency(r.paymentLatencyMs.signal)}.`,
     '',
     `Drain of wave 1: ${d.orders} orders final ${d.msToAllFinal} ms after the start, ${d.ordersPerS} orders/s; CPU per order ${d.cpuMsPerOrder.total} ms (Temporal ${d.cpuMsPerOrder.temporal}, worker ${d.cpuMsPerOrder.worker}, PostgreSQL ${d.cpuMsPerOrder.postgres}); the API process ${d.apiCpuMs} ms in all.`,
     d.baseline
       ? `Baseline, tools/bench/drain.ts of ${d.baseline.date} (load ${String(d.baseline.loadavg1m)}): minimal workflow ${d.baseline.totalCpuMs} ms CPU, ${d.baseline.completedPerS} completed/s; this drain's order costs ${ratio(d.cpuMsPerOrder.total, d.baseline.totalCpuMs)}× its CPU at ${ratio(d.ordersPerS, d.baseline.completedPerS)}× its rate${d.baseline.orderTotalCpuMs ? ` (the bench's own order: ${d.baseline.orderTotalCpuMs} ms)` : ''}.`
-      : 'Baseline: no tools/bench/drain.ts result in reports/bench.jsonl on this machine yet (`npx tsx tools/bench/drain.ts`).',
+      : 'Baseline: none on this machine yet. `npm run bench -- drain` measures it (a few minutes) and appends it to reports/bench.jsonl; the next demo reports this drain beside it.',
     '',
     `Workflow tasks: ${w.executed} executed, p50 ≤ ${w.executionMs.p50} ms, p99 ≤ ${w.executionMs.p99} ms, ${w.slowExecutions.count} over ${w.slowExecutions.bound} ms; schedule-to-start p50 ≤ ${w.scheduleToStartMs.p50} ms, p99 ≤ ${w.scheduleToStartMs.p99} ms; ${w.executionFailed} failed, ${w.stickyCacheMisses} sticky cache misses. In ${w.historiesScanned} order histories: ${w.timedOutInHistory} workflow task timeouts; workflow task failures by cause: ${Object.entries(w.failedInHistory).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}.`,
     `Unpaid units back in stock after their deadline (EXPIRED orders; ms): workflow started before the deadline ${lag(w.returnLagMs.startedBeforeDeadline)}; workflow first ran after it ${lag(w.returnLagMs.firstRanAfterDeadline)}.`,
