@@ -78,7 +78,11 @@ export function connectClients(config: Config): Clients {
 }
 
 export interface TestSaleOptions {
+  /** The sale event's name (default: test-<uuid>). */
+  name?: string;
   quantities?: number[];
+  /** Items' names as buyers read them (default: none given, so the product id). */
+  names?: string[];
   priceMinor?: number;
   paymentWindowMs?: number;
   /** Sale start relative to now, ms (negative: already started). */
@@ -90,12 +94,13 @@ export interface TestSaleOptions {
 export async function createTestSale(clients: Clients, options: TestSaleOptions = {}): Promise<Sale> {
   const start = Date.now() + (options.startsInMs ?? -60_000);
   const sale = await createSale(clients.pool, {
-    name: `test-${randomUUID()}`,
+    name: options.name ?? `test-${randomUUID()}`,
     startsAt: new Date(start).toISOString(),
     endsAt: new Date(start + (options.durationMs ?? 3_600_000)).toISOString(),
     paymentWindowMs: options.paymentWindowMs ?? 600_000,
     items: (options.quantities ?? [10]).map((quantity, i) => ({
       productId: `p${i}`,
+      ...(options.names?.[i] !== undefined && { name: options.names[i] }),
       quantity,
       priceMinor: options.priceMinor ?? 1999,
       currency: 'EUR',

@@ -15,7 +15,7 @@ import { buyerAuth, buyerAuthenticator, staticBearer, type BuyerState } from './
 import type { AppDeps } from './deps';
 import { isUnavailable, reply, type ErrorCode } from './errors';
 import { metricsHandler, openApiDocument, readinessHandler } from './routes/ops';
-import { getOrderHandler, paymentHandler } from './routes/orders';
+import { devPaymentHandler, getOrderHandler, paymentHandler } from './routes/orders';
 import { purchaseHandler, purchaseMetrics, soldOutAnswer } from './routes/purchase';
 import { RateLimits, replyRateLimited } from './rateLimits';
 import { SaleGates } from './saleGate';
@@ -127,7 +127,10 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
     .get('/sale/assets/:file', saleAssetHandler());
   // Anyone may mint a buyer token here: a development convenience for the sale page, only while tokens are
   // signed with the public development secret (forgeable by anyone anyway), never with a real one.
-  if (devTokensServed(deps.config)) router.post('/api/dev/token', json, devTokenHandler(deps));
+  // The same holds for the page's development "Pay": a buyer pays their own order without a payment service.
+  if (devTokensServed(deps.config)) {
+    router.post('/api/dev/token', json, devTokenHandler(deps)).post('/api/dev/orders/:orderId/payment', buyer, devPaymentHandler(deps));
+  }
 
   // The stampede's sold-out answers, before any async layer and the router's dispatch.
   app.use(soldOutAnswer(deps));

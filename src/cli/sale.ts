@@ -1,6 +1,6 @@
 /**
  * `npm run sale -- <command>`: sale set-up from the command line.
- *   create --name N --starts-at ISO --ends-at ISO [--payment-window-ms MS] --item PRODUCT:QUANTITY:PRICE_MINOR ...
+ *   create --name N --starts-at ISO --ends-at ISO [--payment-window-ms MS] --item PRODUCT:QUANTITY:PRICE_MINOR[:NAME] ...
  *          (defaults: starts now, ends in 1 hour, one item flash-item:10000:1999)
  *   load SALE_ID [--rebuild [--force]]   load stock into Redis; --rebuild replaces Redis' view from
  *          PostgreSQL once Redis lost the sale's keys (--force: even though it still holds them)
@@ -16,10 +16,11 @@ import { createSale, findSale, loadSale, SaleInput, type Sale } from '../sale/sa
 
 class UsageError extends Error {}
 
+/** `PRODUCT:QUANTITY:PRICE_MINOR[:NAME]`; the name is the rest of the text, colons and all. */
 function parseItem(text: string) {
-  const [productId, quantity, priceMinor] = text.split(':');
-  if (!productId || quantity === undefined || priceMinor === undefined) throw new UsageError(`--item ${text}: expected PRODUCT:QUANTITY:PRICE_MINOR`);
-  return { productId, quantity: Number(quantity), priceMinor: Number(priceMinor) };
+  const [productId, quantity, priceMinor, ...name] = text.split(':');
+  if (!productId || quantity === undefined || priceMinor === undefined) throw new UsageError(`--item ${text}: expected PRODUCT:QUANTITY:PRICE_MINOR[:NAME]`);
+  return { productId, quantity: Number(quantity), priceMinor: Number(priceMinor), ...(name.length && { name: name.join(':') }) };
 }
 
 async function run(argv: string[]): Promise<Sale> {

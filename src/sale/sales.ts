@@ -24,6 +24,8 @@ export const SaleInput = z
       .array(
         z.object({
           productId: z.string().min(1).max(100).regex(LABEL, 'no control characters'),
+          /** What buyers read on the sale page; the productId when absent. */
+          name: z.string().min(1).max(200).regex(LABEL, 'no control characters').optional(),
           quantity: z.number().int().min(0).max(10_000_000),
           priceMinor: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
           currency: z.string().regex(/^[A-Z]{3}$/).default('EUR'),
@@ -45,6 +47,7 @@ export type SaleInput = z.infer<typeof SaleInput>;
 export interface SaleItem {
   itemId: number;
   productId: string;
+  name: string;
   quantity: number;
   sold: number;
   priceMinor: number;
@@ -70,9 +73,10 @@ export async function createSale(pool: Pool, input: SaleInput): Promise<Sale> {
     );
     const id = sale.rows[0].id;
     for (const item of input.items) {
-      await tx.query('INSERT INTO items (sale_id, product_id, quantity, price_minor, currency) VALUES ($1, $2, $3, $4, $5)', [
+      await tx.query('INSERT INTO items (sale_id, product_id, name, quantity, price_minor, currency) VALUES ($1, $2, $3, $4, $5, $6)', [
         id,
         item.productId,
+        item.name ?? item.productId,
         item.quantity,
         item.priceMinor,
         item.currency,
@@ -94,7 +98,7 @@ export async function findSale(pool: Pool, saleId: number): Promise<Sale | undef
   );
   if (sale.rowCount !== 1) return undefined;
   const items = await pool.query<SaleItem>(
-    `SELECT id AS "itemId", product_id AS "productId", quantity, sold, price_minor::float8 AS "priceMinor", currency
+    `SELECT id AS "itemId", product_id AS "productId", name, quantity, sold, price_minor::float8 AS "priceMinor", currency
      FROM items WHERE sale_id = $1 ORDER BY id`,
     [saleId],
   );

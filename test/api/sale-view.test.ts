@@ -15,8 +15,8 @@ let clients: Clients;
 let call: Http;
 beforeAll(() => ({ clients, call } = app));
 
-test('GET the sale view: name, times, items with price and sold-out mark, server time; cacheable for a second', async () => {
-  const sale = await createTestSale(clients, { quantities: [1, 0], priceMinor: 1250 });
+test('GET the sale view: name, times, items with name, price, units left and sold-out mark, server time; cacheable for a second', async () => {
+  const sale = await createTestSale(clients, { quantities: [3, 0], priceMinor: 1250, names: ['Air Runner 90: red, size 42'] });
   const before = Date.now();
   const reply = await call('GET', `/api/flash-sales/sales/${sale.saleId}`);
   expect(reply.status).toBe(200);
@@ -28,8 +28,8 @@ test('GET the sale view: name, times, items with price and sold-out mark, server
     startsAt: sale.startsAt.toISOString(),
     endsAt: sale.endsAt.toISOString(),
     items: [
-      { itemId: sale.items[0].itemId, productId: 'p0', priceMinor: 1250, currency: 'EUR', soldOut: false },
-      { itemId: sale.items[1].itemId, productId: 'p1', priceMinor: 1250, currency: 'EUR', soldOut: true },
+      { itemId: sale.items[0].itemId, productId: 'p0', name: 'Air Runner 90: red, size 42', priceMinor: 1250, currency: 'EUR', unitsLeft: 3, soldOut: false },
+      { itemId: sale.items[1].itemId, productId: 'p1', name: 'p1', priceMinor: 1250, currency: 'EUR', unitsLeft: 0, soldOut: true },
     ],
   });
   const serverTime = Date.parse(reply.body.serverTime as string);
@@ -53,7 +53,7 @@ test('If-None-Match with the ETag → 304 while the content is the same; a sale 
   const after = await rawRequest('GET', `${app.api.url}${path}`, { 'if-none-match': etag });
   expect(after.status).toBe(200);
   expect(after.headers.etag).not.toBe(etag);
-  expect(JSON.parse(after.text)).toMatchObject({ items: [{ soldOut: true }] });
+  expect(JSON.parse(after.text)).toMatchObject({ items: [{ unitsLeft: 0, soldOut: true }] });
   // A reload (Cache-Control: no-cache) is answered in full whatever its If-None-Match.
   const reload = await rawRequest('GET', `${app.api.url}${path}`, { 'if-none-match': after.headers.etag as string, 'cache-control': 'no-cache' });
   expect(reload.status).toBe(200);
@@ -103,14 +103,37 @@ test('development sign-in: a token the purchase route admits; a bad buyer id →
   await expect(call('POST', '/api/dev/token', { json: { buyerId: 'ok', admin: true } })).resolves.toMatchObject({ status: 400 });
 });
 
+test('development Pay: the buyer pays their own order its price (paymentId dev-ORDER_ID); anyone else → 404, changing nothing', async () => {
+  const sale = await createTestSale(clients, { quantities: [2], priceMinor: 1250 });
+  const [alice, bob] = [`alice-${randomUUID()}`, `bob-${randomUUID()}`];
+  const bought = await call('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token: await buyerToken(config, alice) });
+  expect(bought.status).toBe(202);
+  const orderId = bought.body.orderId as string;
+  app.accepted.push(orderId);
+  const path = `/api/dev/orders/${orderId}/payment`;
+
+  await expect(call('POST', path, { token: await buyerToken(config, bob) })).resolves.toMatchObject({ status: 404, body: { error: 'ORDER_NOT_FOUND' } });
+  await expect(call('POST', path)).resolves.toMatchObject({ status: 401 });
+  await expect(call('POST', `/api/dev/orders/${randomUUID()}/payment`, { token: await buyerToken(config, alice) })).resolves.toMatchObject({ status: 404 });
+  const row = () => clients.pool.query('SELECT status, payment_id AS "paymentId" FROM orders WHERE id = $1', [orderId]).then((r) => r.rows[0]);
+  expect((await row())?.status ?? 'no row').not.toBe('PAID');
+
+  const paid = await call('POST', path, { token: await buyerToken(config, alice) });
+  expect(paid).toMatchObject({ status: 200, body: { orderId, status: 'PAID', paymentId: `dev-${orderId}` } });
+  expect(await row()).toEqual({ status: 'PAID', paymentId: `dev-${orderId}` });
+  const order = await call('GET', `/api/flash-sales/orders/${orderId}`, { token: await buyerToken(config, alice) });
+  expect(order.body).toMatchObject({ status: 'PAID', paymentId: `dev-${orderId}` });
+});
+
 test.each([
   ['in production', { NODE_ENV: 'production', JWT_SECRET: randomUUID(), ADMIN_TOKEN: randomUUID(), PAYMENT_SERVICE_TOKEN: randomUUID(), SALE_GATE_SECRET: randomUUID() }],
   ['with a real JWT_SECRET, whatever NODE_ENV says', { NODE_ENV: 'development', JWT_SECRET: `real-${randomUUID()}` }],
   ['with RS256', { JWT_ALGORITHM: 'RS256', JWT_PUBLIC_KEY: generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString() }],
-])('no development sign-in %s: POST /api/dev/token → 404', async (_name, overrides) => {
+])('no development sign-in %s: POST /api/dev/token and the development Pay → 404', async (_name, overrides) => {
   const api = await startApi(testConfig({ API_PORT: '0', ...overrides }));
   try {
     await expect(http(api.url)('POST', '/api/dev/token', { json: { buyerId: 'mallory' } })).resolves.toMatchObject({ status: 404, body: { error: 'NOT_FOUND' } });
+    await expect(http(api.url)('POST', `/api/dev/orders/${randomUUID()}/payment`)).resolves.toMatchObject({ status: 404, body: { error: 'NOT_FOUND' } });
   } finally {
     await api.close();
   }

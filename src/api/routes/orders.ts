@@ -4,6 +4,8 @@
  * POST /api/flash-sales/orders/{orderId}/payment  payment service: 200 PAID, or 409 PAYMENT_WINDOW_CLOSED /
  *      ORDER_NOT_PENDING (refund), 409 PAYMENT_ID_USED (the paymentId paid another order), 422 AMOUNT_MISMATCH;
  *      decided in PostgreSQL, from the 202 on.
+ * POST /api/dev/orders/{orderId}/payment          development only (the sale page's "Pay"): the buyer pays their
+ *      own order in full through the same path, with paymentId `dev-<orderId>`; not mounted in production.
  */
 import type { Context } from 'koa';
 import { z } from 'zod';
@@ -32,20 +34,39 @@ export function getOrderHandler({ orders }: AppDeps) {
  * would find the row PAID anyway. An order this payment stored is not: its workflow, whenever it runs, finds
  * the row PAID in its first task.
  */
-export function paymentHandler({ orders, workflows, log }: AppDeps) {
+export function paymentHandler(deps: AppDeps) {
   return async function pay(ctx: Context): Promise<void> {
     const orderId: string = ctx.params.orderId;
     if (!isOrderId(orderId)) return reply(ctx, 'ORDER_NOT_FOUND');
     const body = PaymentBody.safeParse(ctx.request.body);
     if (!body.success) return reply(ctx, 'INVALID_BODY', { details: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`) });
-    const payment: Payment = body.data;
-    const result = await orders.pay(orderId, payment);
-    if (!result) return reply(ctx, 'ORDER_NOT_FOUND');
-    if ('error' in result) return reply(ctx, result.error, { orderId });
-    log.info({ orderId, paymentId: payment.paymentId, stored: result.stored ?? false }, 'payment accepted');
-    if (!result.stored) {
-      workflows.signalPaid(orderId, payment).catch((err: unknown) => log.warn({ err: (err as Error).message, orderId }, 'paid signal not delivered; the workflow settles at its deadline'));
-    }
-    ctx.body = { orderId, status: 'PAID', paymentId: result.paymentId };
+    await takePayment(deps, ctx, orderId, body.data);
   };
+}
+
+/**
+ * POST handler of the development "Pay" (mounted only where development tokens are served): the signed-in
+ * buyer pays their own order its price through takePayment, as the payment service would; 404
+ * ORDER_NOT_FOUND for anyone else's order.
+ */
+export function devPaymentHandler(deps: AppDeps) {
+  return async function devPay(ctx: Context): Promise<void> {
+    const { buyerId } = ctx.state as BuyerState;
+    const orderId: string = ctx.params.orderId;
+    const order = isOrderId(orderId) ? await deps.orders.find(orderId) : undefined;
+    if (!order || order.userId !== buyerId) return reply(ctx, 'ORDER_NOT_FOUND');
+    await takePayment(deps, ctx, orderId, { paymentId: `dev-${orderId}`, amount: order.priceMinor });
+  };
+}
+
+/** Orders.pay, answered: 200 PAID, or the refusal's code; a stored order's workflow is then signalled. */
+async function takePayment({ orders, workflows, log }: AppDeps, ctx: Context, orderId: string, payment: Payment): Promise<void> {
+  const result = await orders.pay(orderId, payment);
+  if (!result) return reply(ctx, 'ORDER_NOT_FOUND');
+  if ('error' in result) return reply(ctx, result.error, { orderId });
+  log.info({ orderId, paymentId: payment.paymentId, stored: result.stored ?? false }, 'payment accepted');
+  if (!result.stored) {
+    workflows.signalPaid(orderId, payment).catch((err: unknown) => log.warn({ err: (err as Error).message, orderId }, 'paid signal not delivered; the workflow settles at its deadline'));
+  }
+  ctx.body = { orderId, status: 'PAID', paymentId: result.paymentId };
 }

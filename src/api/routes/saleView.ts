@@ -1,7 +1,7 @@
 /**
  * What a buyer's browser needs before it buys, without a token:
- * GET /api/flash-sales/sales/{saleId}  the public sale view (name, items with price in minor units and sold out
- *                                      or not, startsAt, endsAt, serverTime), for a CDN: `Cache-Control: public,
+ * GET /api/flash-sales/sales/{saleId}  the public sale view (name, items with their name, price in minor units,
+ *                                      units left and sold out or not, startsAt, endsAt, serverTime), for a CDN: `Cache-Control: public,
  *                                      max-age=1` and a weak ETag over everything but serverTime (304 on a match);
  *                                      from the sale's start to its end it carries the purchase gate (saleGate.ts)
  * GET /api/flash-sales/time            the server's clock, never cached, for the page's countdown (the view's
@@ -49,7 +49,10 @@ export function saleViewHandler(deps: AppDeps, gates: SaleGates) {
       endsAt: sale.endsAt.toISOString(),
       paymentWindowMs: sale.paymentWindowMs,
       // Stock not loaded reads as sold out: nothing can be bought there until it is.
-      items: sale.items.map((i) => ({ itemId: i.itemId, productId: i.productId, priceMinor: i.priceMinor, currency: i.currency, soldOut: (stock.get(i.itemId) ?? 0) <= 0 })),
+      items: sale.items.map((i) => {
+        const unitsLeft = Math.max(0, stock.get(i.itemId) ?? 0);
+        return { itemId: i.itemId, productId: i.productId, name: i.name, priceMinor: i.priceMinor, currency: i.currency, unitsLeft, soldOut: unitsLeft === 0 };
+      }),
       ...(open && { gate: gates.of(saleId) }),
     };
     // A copy cached across the start would hide the gate from the first buyers: no caching in the last second.
