@@ -5,16 +5,16 @@
 # a line to reports/bench.jsonl (docs/performance.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/node-env.sh
-source scripts/node-env.sh
-bash scripts/services.sh up
-npm run -s build
-node dist/cli/migrate.js >/dev/null
 benches=("$@")
 [ ${#benches[@]} -gt 0 ] || benches=(soldout accept drain kafka)
 for bench in "${benches[@]}"; do
   [ -f "tools/bench/$bench.ts" ] || { echo "no benchmark \"$bench\": soldout, accept, drain or kafka" >&2; exit 2; }
 done
+# shellcheck source=scripts/node-env.sh
+source scripts/node-env.sh
+bash scripts/services.sh up
+npm run -s build
+node dist/cli/migrate.js >/dev/null
 for bench in "${benches[@]}"; do
   node_modules/.bin/tsx "tools/bench/$bench.ts"
 done

@@ -25,12 +25,13 @@ afterAll(async () => {
   await clients?.close();
 });
 
-/** @returns the first JSON log line of a child's log file that has `msg` */
-function logLine(file: string, msg: string): Record<string, unknown> {
-  const line = readFileSync(file, 'utf8')
-    .split('\n')
-    .find((l) => l.includes(`"msg":"${msg}"`));
-  if (!line) throw new Error(`no "${msg}" line in ${file}`);
+/**
+ * @returns the first JSON log line of a child's log file that has `msg`, once the file holds it (a child is
+ *   ready when its pipe has seen the line, which reaches the file a moment later)
+ */
+async function logLine(file: string, msg: string): Promise<Record<string, unknown>> {
+  const find = async () => readFileSync(file, 'utf8').split('\n').find((l) => l.includes(`"msg":"${msg}"`));
+  const line = await until(`a "${msg}" line in ${file}`, find, 5000);
   return JSON.parse(line) as Record<string, unknown>;
 }
 
@@ -42,8 +43,8 @@ test('node dist/api/main.js and node dist/worker/main.js start on the pinned Nod
   children.push(api, worker);
   await Promise.all([api.ready, worker.ready]);
   const major = `v${stackEnv().NODE_VERSION.split('.')[0]}.`;
-  expect(String(logLine(join(dir, 'compiled-api.log'), 'api listening').node)).toMatch(new RegExp(`^${major.replace('.', '\\.')}`));
-  expect(String(logLine(join(dir, 'compiled-worker.log'), 'worker running').node)).toMatch(new RegExp(`^${major.replace('.', '\\.')}`));
+  expect(String((await logLine(join(dir, 'compiled-api.log'), 'api listening')).node)).toMatch(new RegExp(`^${major.replace('.', '\\.')}`));
+  expect(String((await logLine(join(dir, 'compiled-worker.log'), 'worker running')).node)).toMatch(new RegExp(`^${major.replace('.', '\\.')}`));
   for (const child of [api, worker]) {
     const cmdline = readFileSync(`/proc/${child.process.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
     expect(cmdline.slice(1)).toEqual([join(ROOT, child.name === 'api' ? 'dist/api/main.js' : 'dist/worker/main.js')]);

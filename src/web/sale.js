@@ -184,6 +184,7 @@ async function buy(itemId) {
   renderClock();
   say('processing', 'Processing…');
   let gateRetried = false;
+  let took = false;
   try {
     for (;;) {
       // The gate comes with the view from the start on; a copy read just before has none yet.
@@ -192,18 +193,21 @@ async function buy(itemId) {
       const res = await fetch(`/api/flash-sales/items/${itemId}/purchase`, { method: 'POST', headers });
       const body = await res.json().catch(() => ({}));
       if (res.status === 202) {
+        took = true;
         holdOrder(body.orderId, 'PENDING');
         return void follow(body.orderId);
       }
       if (res.status === 409 && body.error === 'ALREADY_PURCHASED') {
+        // An order this page did not know of (another tab, a reload): follow it, so the page says what it is.
         holdOrder(body.orderId, 'PENDING');
-        return say('already-purchased', 'You already purchased in this sale: your order', body.orderId);
+        say('already-purchased', 'You already purchased in this sale: your order', body.orderId);
+        return void follow(body.orderId);
       }
       if (res.status === 410) {
         state.view.items.find((i) => i.itemId === itemId).soldOut = true;
         return say('sold-out', 'Sold out');
       }
-      if (res.status === 401) return say('signed-out', 'Your sign-in has expired: sign in again');
+      if (res.status === 401) return signOut();
       if (res.status === 403 && body.error === 'SALE_GATE_INVALID' && !gateRetried) {
         // Our gate is stale or missing: read the view again, once.
         gateRetried = true;
@@ -220,8 +224,8 @@ async function buy(itemId) {
     say('unavailable', 'Could not reach the shop: press again in a moment');
   } finally {
     state.busy = false;
-    // The answer changed the stock (or told of a change): the view says which items are left.
-    await readView(true).catch(() => renderClock());
+    // The answer told of a change (410: sold out; 202: one unit fewer, which only a fresh view shows now).
+    await readView(took).catch(() => renderClock());
   }
 }
 
@@ -233,7 +237,7 @@ async function follow(orderId) {
   try {
     await poll(orderId);
   } finally {
-    state.following = undefined;
+    if (state.following === orderId) state.following = undefined;
   }
 }
 
@@ -246,14 +250,21 @@ async function poll(orderId) {
       await sleep(delayMs);
     } else if (res.ok) {
       const order = await res.json();
-      // An EXPIRED or REJECTED order holds nothing: the buyer may buy again (one live order per buyer, I3).
-      if (order.status === 'EXPIRED' || order.status === 'REJECTED') {
-        state.order = undefined;
-        sessionStorage.removeItem(orderKey());
-      } else {
-        holdOrder(orderId, order.status);
+      // Only an order of this sale says what the buyer holds here. An EXPIRED or REJECTED one holds nothing:
+      // the buyer may buy again (one live order per buyer, I3). A PAID one the page saw stays paid (a poll
+      // answered before the payment can arrive after it).
+      if (String(order.saleId) === saleId) {
+        if (order.status === 'EXPIRED' || order.status === 'REJECTED') {
+          if (state.order?.orderId === orderId) {
+            state.order = undefined;
+            sessionStorage.removeItem(orderKey());
+          }
+        } else if (!(state.order?.orderId === orderId && state.order.status === 'PAID')) {
+          holdOrder(orderId, order.status);
+        }
       }
       renderClock();
+      if (state.order?.orderId === orderId && state.order.status === 'PAID') return say('paid', 'Paid — the item is yours');
       if (order.status === 'PAID') return say('paid', 'Paid — the item is yours');
       if (order.status === 'EXPIRED') return say('expired', 'Expired — the payment window closed and the unit went back on sale');
       if (order.status === 'REJECTED') return say('rejected', 'Rejected — the order could not be placed; nothing was charged');
@@ -275,10 +286,20 @@ async function poll(orderId) {
     } else if (res.status === 404) {
       return say('error', 'No such order for this buyer');
     } else {
-      return say('signed-out', 'Your sign-in has expired: sign in again');
+      return signOut();
     }
     delayMs = Math.min(5000, delayMs * 1.5);
   }
+}
+
+/** A token the API no longer takes (expired): forget it and show the sign-in again. */
+function signOut() {
+  state.token = undefined;
+  state.order = undefined;
+  sessionStorage.removeItem('buyerToken');
+  showSignedIn();
+  renderClock();
+  say('signed-out', 'Your sign-in has expired: sign in again');
 }
 
 function showSignedIn() {
@@ -315,7 +336,13 @@ $('pay').addEventListener('click', async () => {
   $('pay').disabled = false;
   if (!res) return say('unavailable', 'Could not reach the shop: press Pay again');
   const body = await res.json().catch(() => ({}));
+  if (res.ok) {
+    holdOrder(orderId, 'PAID');
+    say('paid', 'Paid — the item is yours');
+    renderClock();
+  }
   if (res.ok || res.status === 409) return void follow(orderId); // the order says what it is now, paid or not
+  if (res.status === 401) return signOut();
   say('error', `The payment was refused (${body.error ?? res.status})`);
 });
 

@@ -1,14 +1,17 @@
 /**
- * Kafka as scripts/services.sh runs it: the orders topic exists with its partitions, a message produced with
- * acks from all replicas comes back to a fresh consumer group, and a topic nobody created stays uncreated
+ * Kafka as scripts/services.sh runs it: the orders topic (stack.env's and the suites') exists with its partitions,
+ * a message produced with acks from all replicas comes back to a fresh consumer group, and a topic nobody created
+ * stays uncreated
  * (auto.create.topics.enable=false: a typo in a topic name must fail loudly).
  */
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel, Partitioners, type Admin, type Consumer, type Producer } from 'kafkajs';
-import { stackEnv } from '../../scripts/stack-env';
+import { readStackEnvDefaults, stackEnv } from '../../scripts/stack-env';
 
 const env = stackEnv();
+// The suites' topic takes this suite's messages; the stack's own (services.sh creates it) is only read.
 const topic = env.KAFKA_TOPIC;
+const stackTopic = readStackEnvDefaults().KAFKA_TOPIC;
 const brokers = [`127.0.0.1:${env.KAFKA_PORT}`];
 const kafka = new Kafka({ clientId: 'stack-test', brokers, logLevel: logLevel.WARN });
 
@@ -29,8 +32,8 @@ afterAll(async () => {
   await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
 });
 
-test(`topic ${topic} exists with KAFKA_TOPIC_PARTITIONS partitions`, async () => {
-  const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
+test.each([stackTopic, topic])('topic %s exists with KAFKA_TOPIC_PARTITIONS partitions', async (name) => {
+  const metadata = await admin.fetchTopicMetadata({ topics: [name] });
   expect(metadata.topics[0].partitions).toHaveLength(Number(env.KAFKA_TOPIC_PARTITIONS));
 });
 

@@ -1,6 +1,6 @@
 /**
- * Temporal as scripts/services.sh runs it: the dev server serves TEMPORAL_NAMESPACE with the search attributes of
- * stack.env and runs a workflow through a real Worker; the Web UI answers; and the time-skipping test server
+ * Temporal as scripts/services.sh runs it: the dev server serves stack.env's TEMPORAL_NAMESPACE (and the suites'
+ * own) with the search attributes of stack.env and runs a workflow through a real Worker (in the suites' namespace); the Web UI answers; and the time-skipping test server
  * installed in .local/venv skips a 10-minute timer in well under a second of wall time.
  */
 import { randomUUID } from 'node:crypto';
@@ -17,13 +17,15 @@ import {
   Worker,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
-import { stackEnv } from '../../scripts/stack-env';
+import { readStackEnvDefaults, stackEnv } from '../../scripts/stack-env';
 import { installTestRuntime } from '../temporalRuntime';
 import { sleepWorkflow } from './workflows/sleep';
 
 const env = stackEnv();
 const address = `127.0.0.1:${env.TEMPORAL_PORT}`;
+// The suites' namespace runs this suite's workflow; the stack's own (services.sh registers it) is only read.
 const namespace = env.TEMPORAL_NAMESPACE;
+const stackNamespace = readStackEnvDefaults().TEMPORAL_NAMESPACE;
 const TEST_SERVER = join(__dirname, '..', '..', '.local', 'venv', 'bin', 'temporal-test-server');
 const TEN_MINUTES = 10 * 60 * 1000;
 const OrderStatus = defineSearchAttributeKey('OrderStatus', SearchAttributeType.KEYWORD);
@@ -52,15 +54,15 @@ test('the Web UI answers HTTP 200', async () => {
   expect(response.headers.get('content-type')).toMatch(/text\/html/);
 });
 
-test(`namespace ${namespace} has the search attributes of stack.env`, async () => {
-  const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+test.each([stackNamespace, namespace])('namespace %s has the search attributes of stack.env', async (name) => {
+  const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: name });
   const { IndexedValueType } = temporal.api.enums.v1;
   const actual = Object.fromEntries(Object.entries(customAttributes ?? {}).map(([name, type]) => [name, IndexedValueType[type]]));
   for (const pair of env.TEMPORAL_SEARCH_ATTRIBUTES.split(/\s+/)) {
-    const [name, type] = pair.split('=');
+    const [attribute, type] = pair.split('=');
     // KeywordList -> INDEXED_VALUE_TYPE_KEYWORD_LIST
     const expected = `INDEXED_VALUE_TYPE_${type.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase()}`;
-    expect({ name, type: actual[name] }).toEqual({ name, type: expected });
+    expect({ attribute, type: actual[attribute] }).toEqual({ attribute, type: expected });
   }
 });
 

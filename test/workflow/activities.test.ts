@@ -19,6 +19,9 @@ import { type Clients, connectClients, createTestSale, orderRow, testConfig } fr
 import { openEventTap, type EventTap } from '../kafka';
 
 const config = testConfig();
+/** A payment id of this run: the suites' database outlives a run, and a paymentId pays one order ever. */
+const RUN = randomUUID().slice(0, 8);
+const pid = (name: string) => `${name}-${RUN}`;
 let clients: Clients;
 let events: EventPublisher;
 let activities: Activities;
@@ -161,20 +164,20 @@ test('payOrder: PAID twice for the same payment (OrderPaid), ORDER_NOT_PENDING f
   const order = await reserved(sale);
   await activities.placeOrder(order);
 
-  expect(await activities.payOrder(order, { paymentId: 'wrong', amount: 699 })).toEqual({ error: 'AMOUNT_MISMATCH' });
+  expect(await activities.payOrder(order, { paymentId: pid('wrong'), amount: 699 })).toEqual({ error: 'AMOUNT_MISMATCH' });
   expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PENDING', paymentId: null });
-  expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'pay-1' });
-  expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'pay-1' });
-  expect(await activities.payOrder(order, { paymentId: 'pay-1', amount: 701 })).toEqual({ error: 'AMOUNT_MISMATCH' });
-  expect(await activities.payOrder(order, { paymentId: 'pay-2', amount: 700 })).toEqual({ error: 'ORDER_NOT_PENDING' });
-  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'pay-1' });
+  expect(await activities.payOrder(order, { paymentId: pid('pay-1'), amount: 700 })).toEqual({ status: 'PAID', paymentId: pid('pay-1') });
+  expect(await activities.payOrder(order, { paymentId: pid('pay-1'), amount: 700 })).toEqual({ status: 'PAID', paymentId: pid('pay-1') });
+  expect(await activities.payOrder(order, { paymentId: pid('pay-1'), amount: 701 })).toEqual({ error: 'AMOUNT_MISMATCH' });
+  expect(await activities.payOrder(order, { paymentId: pid('pay-2'), amount: 700 })).toEqual({ error: 'ORDER_NOT_PENDING' });
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: pid('pay-1') });
 
-  expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'PAID', paymentId: 'pay-1' });
+  expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'PAID', paymentId: pid('pay-1') });
   expect(await sold(order.itemId)).toBe(1);
   expect(await stock(order)).toBe(4);
   const seen = await tap.collect([order.orderId]);
   expect(seen.map((e) => e.type)).toEqual(['OrderPlaced', 'OrderPaid', 'OrderPaid', 'OrderPaid']);
-  expect(seen.filter((e) => e.type === 'OrderPaid').every((e) => e.paymentId === 'pay-1' && e.amount === 700)).toBe(true);
+  expect(seen.filter((e) => e.type === 'OrderPaid').every((e) => e.paymentId === pid('pay-1') && e.amount === 700)).toBe(true);
 });
 
 test('payOrder racing the order’s insert (the row appears between its UPDATE and its SELECT) pays, not ORDER_NOT_PENDING', async () => {
@@ -196,9 +199,9 @@ test('payOrder racing the order’s insert (the row appears between its UPDATE a
       };
     },
   });
-  expect(await new Orders(racing, clients.store).pay(order.orderId, { paymentId: 'racing', amount: 700 }, order)).toEqual({ status: 'PAID', paymentId: 'racing' });
+  expect(await new Orders(racing, clients.store).pay(order.orderId, { paymentId: pid('racing'), amount: 700 }, order)).toEqual({ status: 'PAID', paymentId: pid('racing') });
   expect(inserted).toBe(true);
-  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'racing' });
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: pid('racing') });
 });
 
 test('payOrder after the deadline: PAYMENT_WINDOW_CLOSED while still PENDING and once EXPIRED; the expiry wins and the unit comes back', async () => {
@@ -206,10 +209,10 @@ test('payOrder after the deadline: PAYMENT_WINDOW_CLOSED while still PENDING and
   const order = await reserved(sale);
   await activities.placeOrder(lapsed(order));
 
-  expect(await activities.payOrder(order, { paymentId: 'late', amount: 700 })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
+  expect(await activities.payOrder(order, { paymentId: pid('late'), amount: 700 })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
   expect((await orderRow(clients.pool, order.orderId))?.status).toBe('PENDING');
   expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'EXPIRED' });
-  expect(await activities.payOrder(order, { paymentId: 'later', amount: 700 })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
+  expect(await activities.payOrder(order, { paymentId: pid('later'), amount: 700 })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
   expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'EXPIRED', paymentId: null });
   expect(await stock(order)).toBe(5);
 });
@@ -218,7 +221,7 @@ test('payOrder on an order with neither row nor reservation, and settleOrder on 
   const sale = await createTestSale(clients, { quantities: [5] });
   const order = { ...(await reserved(sale)), orderId: newOrderId(sale.saleId) };
   // One at a time: a second call made up front could reject before its expectation is attached.
-  for (const attempt of [() => activities.payOrder(order, { paymentId: 'p', amount: 1999 }), () => activities.settleOrder(order, Date.now())]) {
+  for (const attempt of [() => activities.payOrder(order, { paymentId: pid('p'), amount: 1999 }), () => activities.settleOrder(order, Date.now())]) {
     await expect(attempt()).rejects.toMatchObject({ type: 'ORDER_NOT_FOUND', nonRetryable: true });
   }
 });
@@ -247,9 +250,9 @@ test('an order the payment route stored and paid before its workflow ran: placed
   const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
   const order = await reserved(sale);
   await clients.orders.place(order);
-  expect(await clients.orders.pay(order.orderId, { paymentId: 'by-route', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'by-route' });
-  expect(await activities.placeOrder(order)).toEqual({ status: 'PAID', paymentId: 'by-route' });
-  expect(await activities.settleOrder(order, Date.now() + 700_000)).toEqual({ status: 'PAID', paymentId: 'by-route' });
+  expect(await clients.orders.pay(order.orderId, { paymentId: pid('by-route'), amount: 700 })).toEqual({ status: 'PAID', paymentId: pid('by-route') });
+  expect(await activities.placeOrder(order)).toEqual({ status: 'PAID', paymentId: pid('by-route') });
+  expect(await activities.settleOrder(order, Date.now() + 700_000)).toEqual({ status: 'PAID', paymentId: pid('by-route') });
   expect(await sold(order.itemId)).toBe(1);
   expect(await stock(order)).toBe(4);
   expect(await eventTypes(order)).toEqual(['OrderPlaced', 'OrderPaid']);
@@ -258,34 +261,34 @@ test('an order the payment route stored and paid before its workflow ran: placed
 test('Orders.pay for an order its workflow has not stored (the payment route): stored PAID and counted once; past the deadline nothing written; for a buyer with another live order or an exhausted item, refused and stored REJECTED as its workflow would', async () => {
   const sale = await createTestSale(clients, { quantities: [2], priceMinor: 700 });
   const order = await reserved(sale);
-  expect(await clients.orders.pay(order.orderId, { paymentId: 'route-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'route-1', stored: true });
-  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'route-1', priceMinor: 700 });
+  expect(await clients.orders.pay(order.orderId, { paymentId: pid('route-1'), amount: 700 })).toEqual({ status: 'PAID', paymentId: pid('route-1'), stored: true });
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: pid('route-1'), priceMinor: 700 });
   expect(await sold(order.itemId)).toBe(1);
   // Again: answered PAID, nothing changes; another payment: refused, nothing changes.
-  expect(await clients.orders.pay(order.orderId, { paymentId: 'route-1', amount: 700 })).toEqual({ status: 'PAID', paymentId: 'route-1' });
-  expect(await clients.orders.pay(order.orderId, { paymentId: 'route-2', amount: 700 })).toEqual({ error: 'ORDER_NOT_PENDING' });
-  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: 'route-1' });
+  expect(await clients.orders.pay(order.orderId, { paymentId: pid('route-1'), amount: 700 })).toEqual({ status: 'PAID', paymentId: pid('route-1') });
+  expect(await clients.orders.pay(order.orderId, { paymentId: pid('route-2'), amount: 700 })).toEqual({ error: 'ORDER_NOT_PENDING' });
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: pid('route-1') });
   expect(await sold(order.itemId)).toBe(1);
   // The workflow's placeOrder then finds the row PAID, and settling keeps the unit.
-  expect(await activities.placeOrder(order)).toEqual({ status: 'PAID', paymentId: 'route-1' });
-  expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'PAID', paymentId: 'route-1' });
+  expect(await activities.placeOrder(order)).toEqual({ status: 'PAID', paymentId: pid('route-1') });
+  expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'PAID', paymentId: pid('route-1') });
   expect(await sold(order.itemId)).toBe(1);
 
   // Past the deadline by PostgreSQL's clock: refused, no row.
   const late = lapsed(await reserved(sale));
-  expect(await clients.orders.pay(late.orderId, { paymentId: 'route-late', amount: 700 }, late)).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
+  expect(await clients.orders.pay(late.orderId, { paymentId: pid('route-late'), amount: 700 }, late)).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
   expect(await orderRow(clients.pool, late.orderId)).toBeUndefined();
 
   // The same buyer holds a live order in the sale (I3): refused; the order is stored REJECTED.
   const second = { ...order, orderId: randomUUID(), reservedAtMs: Date.now() };
-  expect(await clients.orders.pay(second.orderId, { paymentId: 'route-second', amount: 700 }, second)).toEqual({ error: 'ORDER_NOT_PENDING' });
+  expect(await clients.orders.pay(second.orderId, { paymentId: pid('route-second'), amount: 700 }, second)).toEqual({ error: 'ORDER_NOT_PENDING' });
   expect(await orderRow(clients.pool, second.orderId)).toMatchObject({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
 
   // The last unit goes to one order; PostgreSQL has none left for another (I1): refused, stored REJECTED, sold unchanged.
   const last = { ...order, orderId: randomUUID(), userId: `buyer-${randomUUID()}`, reservedAtMs: Date.now() };
-  expect(await clients.orders.pay(last.orderId, { paymentId: 'route-last', amount: 700 }, last)).toEqual({ status: 'PAID', paymentId: 'route-last', stored: true });
+  expect(await clients.orders.pay(last.orderId, { paymentId: pid('route-last'), amount: 700 }, last)).toEqual({ status: 'PAID', paymentId: pid('route-last'), stored: true });
   const over = { ...last, orderId: randomUUID(), userId: `buyer-${randomUUID()}` };
-  expect(await clients.orders.pay(over.orderId, { paymentId: 'route-over', amount: 700 }, over)).toEqual({ error: 'ORDER_NOT_PENDING' });
+  expect(await clients.orders.pay(over.orderId, { paymentId: pid('route-over'), amount: 700 }, over)).toEqual({ error: 'ORDER_NOT_PENDING' });
   expect(await orderRow(clients.pool, over.orderId)).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
   expect(await sold(order.itemId)).toBe(2);
 });

@@ -145,9 +145,10 @@ export interface PaymentTally {
   route: Record<string, number>;
   /**
    * Signals delivered (or sent to a workflow that had ended), by what the workflow made of them: paid; refused
-   * because they came after the deadline; refused because the workflow first ran (stored the order) after it.
+   * because the workflow handled them after the deadline (sent late, or queued behind the backlog); refused
+   * because the workflow first ran (stored the order) after the deadline.
    */
-  signal: { paid: number; afterDeadline: number; workflowRanAfterDeadline: number };
+  signal: { paid: number; handledAfterDeadline: number; workflowRanAfterDeadline: number };
   retried: number;
   failed: number;
   unavailable: number;
@@ -155,7 +156,7 @@ export interface PaymentTally {
 }
 
 function newPaymentTally(): PaymentTally {
-  return { route: {}, signal: { paid: 0, afterDeadline: 0, workflowRanAfterDeadline: 0 }, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
+  return { route: {}, signal: { paid: 0, handledAfterDeadline: 0, workflowRanAfterDeadline: 0 }, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
 }
 
 /**
@@ -165,7 +166,7 @@ function newPaymentTally(): PaymentTally {
 async function signalFates(pool: Pool, orderIds: readonly string[]): Promise<PaymentTally['signal']> {
   const res = await pool.query<PaymentTally['signal']>(
     `SELECT count(*) FILTER (WHERE paid)::int AS paid,
-            count(*) FILTER (WHERE NOT paid AND created_at < deadline_at)::int AS "afterDeadline",
+            count(*) FILTER (WHERE NOT paid AND created_at < deadline_at)::int AS "handledAfterDeadline",
             count(*) FILTER (WHERE NOT paid AND created_at >= deadline_at)::int AS "workflowRanAfterDeadline"
        FROM (SELECT created_at, deadline_at, status = 'PAID' AND payment_id = 'pay-' || id::text AS paid
                FROM orders WHERE id = ANY($1::uuid[])) o`,
@@ -510,7 +511,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     // What the run waits for, named on the live line; a settling wave also counts what is left.
     let phase: { wave: 1 | 2; settling: boolean } = { wave: 1, settling: false };
     print(LEGEND);
+    // One tick at a time: a slow tick's older counts must not print after a newer one's.
+    let ticking = false;
     progress = setInterval(() => {
+      if (ticking) return;
+      ticking = true;
       const running = phase.settling ? temporal.workflow.count(`SaleId = ${sale.saleId} AND ExecutionStatus = "Running"`).then((c) => c.count, () => undefined) : undefined;
       void Promise.all([dbCounts(), queued(), running]).then(([db, toStart, stillRunning]) => {
         const answered = Object.values(counts).reduce((a, b) => a + b, 0);
@@ -529,7 +534,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
             `to start ${toStart} | stored ${stored}: pending ${db.PENDING ?? 0}, paid ${db.PAID ?? 0}, expired ${db.EXPIRED ?? 0}, rejected ${db.REJECTED ?? 0} | ` +
             `route payments ${routePaid} paid, ${routeRefused} refused; signals ${signalled.length}`,
         );
-      });
+      })
+        .catch(() => undefined) // a store that did not answer this second: the next tick prints
+        .finally(() => (ticking = false));
     }, 1000);
 
     const waitAllFinal = async (expected: number) => {
@@ -695,7 +702,7 @@ export function renderMarkdown(r: DemoResult): string {
     '',
     `Payments (the payment service pays ${Math.round(r.options.payShare * 100)}% of wave 1's orders, half by each path, and every order of wave 2 by the route), by what became of them:`,
     `- **route** (\`POST /orders/{id}/payment\`: the payment service's own call, decided by PostgreSQL from the 202 on, whether or not the order's workflow has run): ${routeLine(r.payments.route)}.`,
-    `- **\`paid\` signal** (how a payment service that talks to Temporal reports a payment; it goes to the order's workflow once that has stored the order, which in a backlog is after the deadline): paid ${r.payments.signal.paid}, refused because it came after the deadline ${r.payments.signal.afterDeadline}, refused because the workflow first ran after the deadline ${r.payments.signal.workflowRanAfterDeadline} (each refused signal is a PaymentRefundRequired event).`,
+    `- **\`paid\` signal** (how a payment service that talks to Temporal reports a payment; it goes to the order's workflow once that has stored the order, which in a backlog is after the deadline): paid ${r.payments.signal.paid}, refused because the workflow handled it after the deadline ${r.payments.signal.handledAfterDeadline}, refused because the workflow first ran after the deadline ${r.payments.signal.workflowRanAfterDeadline} (each refused signal is a PaymentRefundRequired event).`,
     `- retried after a 503 or a network error ${r.payments.retried} (503s ${r.payments.unavailable}, ${r.payments.unavailableWithRetryAfter} with Retry-After), given up ${r.payments.failed}. Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)}, signal ${latency(r.paymentLatencyMs.signal)}.`,
     '',
     `Drain of wave 1: ${d.orders} orders final ${d.msToAllFinal} ms after the start, ${d.ordersPerS} orders/s; CPU per order ${d.cpuMsPerOrder.total} ms (Temporal ${d.cpuMsPerOrder.temporal}, worker ${d.cpuMsPerOrder.worker}, PostgreSQL ${d.cpuMsPerOrder.postgres}); the API process ${d.apiCpuMs} ms in all.`,
