@@ -3,6 +3,7 @@
  * Port and credential names match scripts/stack.env so the app finds the stack the script started.
  * Durations are in ms. Throws ConfigError listing every bad variable, one per line.
  */
+import { accessSync, constants, readFileSync } from 'node:fs';
 import { z } from 'zod';
 
 const DEV_JWT_SECRET = 'dev-only-flash-sale-jwt-secret-change-me-0123456789';
@@ -13,6 +14,40 @@ const DEV_SALE_GATE_SECRET = 'dev-only-sale-gate-secret-change-me-0123456789';
 const port = (fallback: number) => z.coerce.number().int().min(1).max(65535).default(fallback);
 const positiveMs = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 const flag = (fallback: boolean) => z.stringbool().default(fallback);
+/** A file the process must be able to read at start (a CA, a certificate, a key): its path. */
+const readableFile = z
+  .string()
+  .min(1)
+  .refine(
+    (path) => {
+      try {
+        accessSync(path, constants.R_OK);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { message: 'no readable file at this path' },
+  );
+
+/**
+ * Secrets that may also come from a file, `<NAME>_FILE` (as container platforms mount them): the file's content,
+ * without its final newline, is the value. Setting both is refused.
+ */
+export const FILE_SECRETS = [
+  'PGPASSWORD',
+  'REDIS_PASSWORD',
+  'KAFKA_SASL_PASSWORD',
+  'TEMPORAL_API_KEY',
+  'JWT_SECRET',
+  'JWT_PUBLIC_KEY',
+  'ADMIN_TOKEN',
+  'PAYMENT_SERVICE_TOKEN',
+  'SALE_GATE_SECRET',
+] as const;
+
+/** Values never echoed in an error line: a bad one is named, not shown. */
+const SECRET_NAMES = new Set<string>(FILE_SECRETS.filter((name) => name !== 'JWT_PUBLIC_KEY'));
 
 const schema = z
   .object({
@@ -24,15 +59,52 @@ const schema = z
     PGUSER: z.string().min(1).default('flash_sale'),
     PGPASSWORD: z.string().default('flash_sale'),
     PGDATABASE: z.string().min(1).default('flash_sale'),
+    /** A connection URL (postgres://user:password@host:port/db?…); its parts win over the PG* variables above. */
+    DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
+    /** libpq's names: disable, require (encrypted, any certificate), verify-ca, verify-full (and the host name). */
+    PGSSLMODE: z.enum(['disable', 'require', 'verify-ca', 'verify-full']).default('disable'),
+    /** CA certificate(s) the server's certificate must chain to (verify-ca, verify-full); Node's own CAs when unset. */
+    PGSSLROOTCERT: readableFile.optional(),
+    /** Client certificate and key, for a server that asks for one. */
+    PGSSLCERT: readableFile.optional(),
+    PGSSLKEY: readableFile.optional(),
     PG_POOL_MAX: z.coerce.number().int().min(1).max(500).default(20),
 
     REDIS_HOST: z.string().min(1).default('127.0.0.1'),
     REDIS_PORT: port(6379),
     /** Logical database (SELECT): the test suites use their own, so they never touch a user's sales. */
     REDIS_DB: z.coerce.number().int().min(0).max(15).default(0),
+    /** redis:// or rediss:// (TLS) URL; its host, port, user, password and database win over the variables. */
+    REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
+    /** ACL user and password (AUTH); the password alone for the default user. */
+    REDIS_USERNAME: z.string().min(1).optional(),
+    REDIS_PASSWORD: z.string().min(1).optional(),
+    REDIS_TLS: flag(false),
+    REDIS_TLS_CA_FILE: readableFile.optional(),
+    REDIS_TLS_CERT_FILE: readableFile.optional(),
+    REDIS_TLS_KEY_FILE: readableFile.optional(),
+    /** The name the server's certificate must carry, when it is not REDIS_HOST (SNI too). */
+    REDIS_TLS_SERVER_NAME: z.string().min(1).optional(),
 
     KAFKA_HOST: z.string().min(1).default('127.0.0.1'),
     KAFKA_PORT: port(9092),
+    /** Comma-separated host:port seed brokers; wins over KAFKA_HOST and KAFKA_PORT. */
+    KAFKA_BROKERS: z
+      .string()
+      .regex(/^[^,\s:]+:\d{1,5}(,[^,\s:]+:\d{1,5})*$/, 'expected host:port[,host:port…]')
+      .optional(),
+    KAFKA_TLS: flag(false),
+    KAFKA_TLS_CA_FILE: readableFile.optional(),
+    KAFKA_TLS_CERT_FILE: readableFile.optional(),
+    KAFKA_TLS_KEY_FILE: readableFile.optional(),
+    KAFKA_SASL_MECHANISM: z.enum(['none', 'plain', 'scram-sha-256', 'scram-sha-512', 'oauthbearer']).default('none'),
+    KAFKA_SASL_USERNAME: z.string().min(1).optional(),
+    KAFKA_SASL_PASSWORD: z.string().min(1).optional(),
+    /**
+     * OAUTHBEARER: a CommonJS module whose export `oauthBearerProvider` returns `{ value: token }` (kafkajs'
+     * contract), e.g. a wrapper around AWS's MSK IAM signer; resolved from the working directory.
+     */
+    KAFKA_OAUTHBEARER_MODULE: z.string().min(1).optional(),
     KAFKA_TOPIC: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/).default('flash-sale-orders'),
     // The idempotent producer spares consumers the producer-retry duplicates, and tools/bench/kafka.ts shows it
     // publishing far above the order rate.
@@ -41,6 +113,15 @@ const schema = z
     TEMPORAL_HOST: z.string().min(1).default('127.0.0.1'),
     TEMPORAL_PORT: port(7233),
     TEMPORAL_NAMESPACE: z.string().min(1).default('flash-sale'),
+    /** TLS to the frontend: with the system's CAs, or TEMPORAL_TLS_CA_FILE's. Implied by any TEMPORAL_TLS_* file. */
+    TEMPORAL_TLS: flag(false),
+    TEMPORAL_TLS_CA_FILE: readableFile.optional(),
+    TEMPORAL_TLS_SERVER_NAME: z.string().min(1).optional(),
+    /** mTLS: the client certificate and key (Temporal Cloud's certificate authentication). */
+    TEMPORAL_TLS_CERT_FILE: readableFile.optional(),
+    TEMPORAL_TLS_KEY_FILE: readableFile.optional(),
+    /** API key (Temporal Cloud's other authentication), sent as a bearer token over TLS. */
+    TEMPORAL_API_KEY: z.string().min(1).optional(),
     TEMPORAL_TASK_QUEUE: z.string().min(1).default('flash-sale-orders'),
     /** Deadline of each call the API makes to Temporal (start, describe, the pay update, readiness): past it, 503. */
     TEMPORAL_CALL_TIMEOUT_MS: positiveMs(10_000),
@@ -124,10 +205,27 @@ const schema = z
      * another; longer than TEMPORAL_CALL_TIMEOUT_MS, so that a start still in flight is not taken.
      */
     STARTER_CLAIM_IDLE_MS: positiveMs(30_000),
+
+    ...(Object.fromEntries(FILE_SECRETS.map((name) => [`${name}_FILE`, readableFile.optional()])) as Record<`${(typeof FILE_SECRETS)[number]}_FILE`, z.ZodOptional<typeof readableFile>>),
   })
   .superRefine((env, ctx) => {
     if (env.JWT_ALGORITHM === 'RS256' && !env.JWT_PUBLIC_KEY && !env.JWT_JWKS_URL) {
       ctx.addIssue({ code: 'custom', path: ['JWT_PUBLIC_KEY'], message: 'RS256 needs JWT_PUBLIC_KEY (PEM) or JWT_JWKS_URL' });
+    }
+    const pairs: [string, string | undefined, string | undefined][] = [
+      ['REDIS_TLS_CERT_FILE', env.REDIS_TLS_CERT_FILE, env.REDIS_TLS_KEY_FILE],
+      ['KAFKA_TLS_CERT_FILE', env.KAFKA_TLS_CERT_FILE, env.KAFKA_TLS_KEY_FILE],
+      ['TEMPORAL_TLS_CERT_FILE', env.TEMPORAL_TLS_CERT_FILE, env.TEMPORAL_TLS_KEY_FILE],
+      ['PGSSLCERT', env.PGSSLCERT, env.PGSSLKEY],
+    ];
+    for (const [name, cert, key] of pairs) {
+      if (Boolean(cert) !== Boolean(key)) ctx.addIssue({ code: 'custom', path: [name], message: 'a client certificate and its key go together (set both or neither)' });
+    }
+    if (['plain', 'scram-sha-256', 'scram-sha-512'].includes(env.KAFKA_SASL_MECHANISM) && (!env.KAFKA_SASL_USERNAME || !env.KAFKA_SASL_PASSWORD)) {
+      ctx.addIssue({ code: 'custom', path: ['KAFKA_SASL_MECHANISM'], message: `${env.KAFKA_SASL_MECHANISM} needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD` });
+    }
+    if (env.KAFKA_SASL_MECHANISM === 'oauthbearer' && !env.KAFKA_OAUTHBEARER_MODULE) {
+      ctx.addIssue({ code: 'custom', path: ['KAFKA_SASL_MECHANISM'], message: 'oauthbearer needs KAFKA_OAUTHBEARER_MODULE' });
     }
     if (env.STARTER_CLAIM_IDLE_MS <= env.TEMPORAL_CALL_TIMEOUT_MS) {
       ctx.addIssue({ code: 'custom', path: ['STARTER_CLAIM_IDLE_MS'], message: `must exceed TEMPORAL_CALL_TIMEOUT_MS (${env.TEMPORAL_CALL_TIMEOUT_MS})` });
@@ -160,17 +258,42 @@ export class ConfigError extends Error {}
 
 /**
  * Parses and validates the environment.
- * @param env usually process.env
+ * @param env usually process.env; an empty value counts as unset
  * @returns the typed configuration with defaults applied
  * @throws ConfigError with one line per invalid variable
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = schema.safeParse(env);
-  if (parsed.success) return parsed.data;
-  const lines = parsed.error.issues.map((issue) => {
+  // An empty variable counts as unset, as compose files and shells often leave them.
+  const { values, issues } = withFileSecrets(Object.fromEntries(Object.entries(env).filter(([, value]) => value !== '')));
+  const parsed = schema.safeParse(values);
+  if (parsed.success && !issues.length) return parsed.data;
+  const lines = [...issues, ...(parsed.error?.issues ?? [])].map((issue) => {
     const name = issue.path.join('.');
-    const given = name in env ? ` (got ${JSON.stringify(env[name])})` : '';
+    const given = name in env && !SECRET_NAMES.has(name) ? ` (got ${JSON.stringify(env[name])})` : '';
     return `  ${name}: ${issue.message}${given}`;
   });
   throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+}
+
+/** The variables the configuration reads, for the documentation's table (test/config-doc.test.ts). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(schema.shape);
+
+/** The environment with each `<SECRET>_FILE` read into `<SECRET>`; a clash or an unreadable file is an issue. */
+function withFileSecrets(env: NodeJS.ProcessEnv): { values: NodeJS.ProcessEnv; issues: { path: string[]; message: string }[] } {
+  const values = { ...env };
+  const issues: { path: string[]; message: string }[] = [];
+  for (const name of FILE_SECRETS) {
+    const path = env[`${name}_FILE`];
+    if (!path) continue;
+    if (env[name] !== undefined) {
+      issues.push({ path: [`${name}_FILE`], message: `set ${name} or ${name}_FILE, not both` });
+      continue;
+    }
+    try {
+      values[name] = readFileSync(path, 'utf8').replace(/\r?\n$/, '');
+    } catch {
+      // The schema's own check of the _FILE variable names the problem.
+    }
+  }
+  return { values, issues };
 }

@@ -2,15 +2,12 @@
 import { join } from 'node:path';
 import { Pool, type PoolClient } from 'pg';
 import type { Config } from './config';
+import { pgConnection } from './connections';
 
 /** Creates a pool for the configured database; pool errors on idle clients are reported, not thrown. */
 export function createPool(config: Config, onError: (err: Error) => void = () => undefined): Pool {
   const pool = new Pool({
-    host: config.PGHOST,
-    port: config.PGPORT,
-    user: config.PGUSER,
-    password: config.PGPASSWORD,
-    database: config.PGDATABASE,
+    ...pgConnection(config),
     max: config.PG_POOL_MAX,
     connectionTimeoutMillis: 5000,
   });
@@ -27,13 +24,7 @@ export async function migrate(config: Config, log: (msg: string) => void = () =>
   // where require() of ESM does not, such as Jest's CommonJS runtime on Node 20.
   const { runner } = await import('node-pg-migrate');
   await runner({
-    databaseUrl: {
-      host: config.PGHOST,
-      port: config.PGPORT,
-      user: config.PGUSER,
-      password: config.PGPASSWORD,
-      database: config.PGDATABASE,
-    },
+    databaseUrl: pgConnection(config),
     dir: join(__dirname, '..', 'migrations'),
     direction: 'up',
     migrationsTable: 'pgmigrations',

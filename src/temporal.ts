@@ -6,12 +6,13 @@
 import { Client, Connection, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import type { Config } from './config';
+import { temporalConnection } from './connections';
 import type { OrderInput, Payment } from './order/types';
 import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, UserIdKey } from './workflows/definitions';
 
 /** Connects to the configured Temporal frontend. @throws when it is unreachable */
 export async function connectTemporal(config: Config): Promise<Client> {
-  const connection = await Connection.connect({ address: `${config.TEMPORAL_HOST}:${config.TEMPORAL_PORT}` });
+  const connection = await Connection.connect(temporalConnection(config));
   return new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
 }
 

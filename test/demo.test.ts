@@ -35,7 +35,7 @@ test("the suites' names differ from the user's defaults in every store", () => {
 
 test('2,000 buyers, 200 units, 10 s payment window: every unit ends PAID, nothing oversold; the suites leave it auditable', async () => {
   const userConfig = loadConfig({ ...process.env, ...USER_STAND_IN });
-  await prepareEnvironment(userConfig);
+  await prepareEnvironment({ ...process.env, ...USER_STAND_IN });
   const lines: string[] = [];
   const result = await runDemo({
     ...DEFAULT_DEMO,

@@ -1,8 +1,9 @@
 /**
  * The test suites' own corner of the local stack, so that `npm test` never reads or writes what a user made
  * (their sales, orders, workflows, events): its own PostgreSQL database, Redis logical database, Kafka topic and
- * Temporal namespace. jest.config.js applies TEST_ENVIRONMENT to every suite (test/setup-env.ts) and prepares
- * it once per run (test/global-setup.ts); the processes the suites start inherit it.
+ * Temporal namespace. jest.config.js prepares it once per run and sets its names in Jest's environment
+ * (test/global-setup.ts), and again in each suite's copy of it (test/setup-env.ts), so that the suites and every
+ * process they start use them.
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -13,7 +14,8 @@ import { temporal } from '@temporalio/proto';
 import { Client as PgClient } from 'pg';
 import { ensureTopic } from '../scripts/kafka-topics';
 import { stackEnv } from '../scripts/stack-env';
-import type { Config } from '../src/config';
+import { loadConfig, type Config } from '../src/config';
+import { pgConnection, temporalConnection } from '../src/connections';
 
 /** The names the suites use in place of the user's (scripts/stack.env's defaults). */
 export const TEST_ENVIRONMENT = {
@@ -24,16 +26,17 @@ export const TEST_ENVIRONMENT = {
 } as const;
 
 /**
- * Makes the stack ready for an environment's names, idempotently: creates the PostgreSQL database (the stack's
+ * Makes the stack ready for an environment (process.env-like settings: its names, its servers), idempotently: creates the PostgreSQL database (the stack's
  * role may CREATEDB) and migrates it, creates the Kafka topic with the stack's partition count, registers the
  * Temporal namespace and the search attributes of scripts/stack.env on it, and waits until a visibility query on
  * them is answered. The Redis logical database needs nothing.
  * @throws the first service's error (unreachable, refused)
  */
-export async function prepareEnvironment(config: Config): Promise<void> {
+export async function prepareEnvironment(env: NodeJS.ProcessEnv): Promise<void> {
+  const config = loadConfig(env);
   const stack = stackEnv();
   const results = await Promise.allSettled([
-    createDatabase(config).then(() => migrate(config)),
+    createDatabase(config).then(() => migrate(env)),
     ensureTopic(config.KAFKA_PORT, config.KAFKA_TOPIC, Number(stack.KAFKA_TOPIC_PARTITIONS)),
     registerNamespace(config, stack.TEMPORAL_SEARCH_ATTRIBUTES),
   ]);
@@ -42,16 +45,15 @@ export async function prepareEnvironment(config: Config): Promise<void> {
 }
 
 /**
- * `npm run migrate`'s compiled CLI (npm test builds dist/ first), as a process: node-pg-migrate is ES modules
- * only, which Jest's CommonJS module runtime cannot import.
+ * `npm run migrate`'s compiled CLI (npm test builds dist/ first), as a process with the environment's
+ * settings: node-pg-migrate is ES modules only, which Jest's CommonJS module runtime cannot import.
  */
-async function migrate(config: Config): Promise<void> {
-  const env = { ...process.env, PGHOST: config.PGHOST, PGPORT: String(config.PGPORT), PGUSER: config.PGUSER, PGPASSWORD: config.PGPASSWORD, PGDATABASE: config.PGDATABASE };
+async function migrate(env: NodeJS.ProcessEnv): Promise<void> {
   await promisify(execFile)(process.execPath, [join(__dirname, '..', 'dist', 'cli', 'migrate.js')], { env });
 }
 
 async function createDatabase(config: Config): Promise<void> {
-  const admin = new PgClient({ host: config.PGHOST, port: config.PGPORT, user: config.PGUSER, password: config.PGPASSWORD, database: 'postgres' });
+  const admin = new PgClient({ ...pgConnection(config), database: 'postgres' });
   await admin.connect();
   try {
     const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [config.PGDATABASE]);
@@ -66,7 +68,7 @@ async function createDatabase(config: Config): Promise<void> {
 
 /** @param attributes space-separated Name=Type pairs (scripts/stack.env's TEMPORAL_SEARCH_ATTRIBUTES) */
 async function registerNamespace(config: Config, attributes: string): Promise<void> {
-  const connection = await Connection.connect({ address: `${config.TEMPORAL_HOST}:${config.TEMPORAL_PORT}` });
+  const connection = await Connection.connect(temporalConnection(config));
   const namespace = config.TEMPORAL_NAMESPACE;
   try {
     const service = connection.workflowService;

@@ -1,5 +1,5 @@
 /**
- * Reads order events back from the real topic (flash-sale-orders) for assertions. A tap remembers the topic's
+ * Reads order events back from the real topic (the config's KAFKA_TOPIC) for assertions. A tap remembers the topic's
  * end offsets when it opens and consumes from exactly there with a fresh consumer group (its committed offsets
  * are set before the consumer joins), so it sees every event published afterwards and nothing older.
  * `collect` waits until the tap has read everything published before the call (and the predicate holds), so a
@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel, type Admin, type Consumer } from 'kafkajs';
 import type { Config } from '../src/config';
+import { kafkaConnection } from '../src/connections';
 import type { OrderEvent } from '../src/order/events';
 
 export interface CollectOptions {
@@ -42,7 +43,7 @@ async function endOffsets(admin: Admin, topic: string): Promise<Map<number, bigi
 export async function openEventTap(config: Config): Promise<EventTap> {
   const kafka = new Kafka({
     clientId: `test-tap-${randomUUID()}`,
-    brokers: [`${config.KAFKA_HOST}:${config.KAFKA_PORT}`],
+    ...kafkaConnection(config), // brokers, TLS and SASL as the service's own clients have them
     logLevel: logLevel.ERROR,
   });
   const topic = config.KAFKA_TOPIC;

@@ -18,6 +18,7 @@ import { Catalog } from './catalog';
 import { createMetrics } from './metrics';
 import { SoldOutFlags } from './soldOut';
 import { createStarter } from '../starter/starter';
+import { causeOf, reach, reachTemporal } from '../startup';
 
 const DRAIN_MS = 10_000;
 
@@ -30,7 +31,8 @@ export interface RunningApi {
 
 /**
  * Connects the clients and listens on config.API_HOST:API_PORT (port 0 picks a free one).
- * @throws when Redis or Temporal is unreachable at start or the port is taken (the clients opened so far are closed)
+ * @throws DependencyError naming PostgreSQL, Redis or Temporal when one is out of reach at start (refused, TLS,
+ *   credentials; the clients opened so far are closed), or the listen error when the port is taken
  */
 export async function startApi(config: Config, log: Logger = createLogger(config.LOG_LEVEL, 'api')): Promise<RunningApi> {
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
@@ -41,8 +43,9 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   let workflows: OrderWorkflows;
   try {
-    await once(redis, 'ready');
-    workflows = await OrderWorkflows.connect(config);
+    await reach('redis', once(redis, 'ready'));
+    await reach('postgres', pool.query('SELECT 1'));
+    workflows = await reachTemporal(config, OrderWorkflows.connect(config));
   } catch (err) {
     // A failed start must not leave a Redis client reconnecting forever (and the pool open) behind it.
     redis.disconnect();
@@ -127,7 +130,7 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err) => {
-    console.error(err instanceof Error ? err.message : err);
+    console.error(`api cannot start: ${causeOf(err)}`);
     process.exit(1);
   });
 }

@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis, { type RedisOptions } from 'ioredis';
 import type { Config } from '../config';
+import { redisConnection } from '../connections';
 import type { OrderInput } from '../order/types';
 
 const LUA_DIR = join(__dirname, '..', '..', 'lua');
@@ -41,11 +42,12 @@ export function saleKeys(saleId: number) {
 }
 
 /**
- * Creates an ioredis client for the configured Redis (host, port, logical database) with our Lua scripts defined.
+ * Creates an ioredis client for the configured Redis (address, logical database, TLS, ACL user: connections.ts)
+ * with our Lua scripts defined.
  * @param options client behaviour (retries, offline queue, pipelining); the connection comes from config
  */
-export function createRedis(config: Pick<Config, 'REDIS_HOST' | 'REDIS_PORT' | 'REDIS_DB'>, options: RedisOptions = {}): ScriptedRedis {
-  const redis = new Redis({ ...options, host: config.REDIS_HOST, port: config.REDIS_PORT, db: config.REDIS_DB });
+export function createRedis(config: Config, options: RedisOptions = {}): ScriptedRedis {
+  const redis = new Redis({ ...options, ...redisConnection(config) });
   redis.defineCommand('reserve', { numberOfKeys: 4, lua: readFileSync(join(LUA_DIR, 'reserve.lua'), 'utf8') });
   redis.defineCommand('release', { numberOfKeys: 3, lua: readFileSync(join(LUA_DIR, 'release.lua'), 'utf8') });
   return redis as ScriptedRedis;

@@ -10,6 +10,7 @@ import { createPool } from '../db';
 import { createLogger } from '../logger';
 import { createRedis } from '../reservation/store';
 import { OrderWorkflows } from '../temporal';
+import { causeOf, reach, reachTemporal } from '../startup';
 import { createStarter } from './starter';
 
 async function main(): Promise<void> {
@@ -18,8 +19,9 @@ async function main(): Promise<void> {
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
   const redis = createRedis(config, { maxRetriesPerRequest: 1 });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
-  await once(redis, 'ready');
-  const workflows = await OrderWorkflows.connect(config);
+  await reach('redis', once(redis, 'ready'));
+  await reach('postgres', pool.query('SELECT 1'));
+  const workflows = await reachTemporal(config, OrderWorkflows.connect(config));
   const noop = () => undefined;
   const starter = createStarter(config, { redis, pool, workflows, log }, { onStarted: noop, onFailure: noop, onBacklog: noop });
   starter.start();
@@ -37,7 +39,7 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err) => {
-    console.error(err instanceof Error ? err.message : err);
+    console.error(`starter cannot start: ${causeOf(err)}`);
     process.exit(1);
   });
 }

@@ -2,16 +2,19 @@
  * Worker process (`npm run worker`): runs orderWorkflow and its activities on the configured task queue, from
  * the workflow bundle `npm run build` made (src/worker/bundle.ts). SIGINT/SIGTERM drain in-flight tasks and close the clients.
  */
+import { once } from 'node:events';
 import { NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata, type Logger as TemporalLogger } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { loadConfig, type Config } from '../config';
+import { temporalConnection } from '../connections';
 import { createPool } from '../db';
-import { createKafka, UNTIL_ANSWERED } from '../kafka';
+import { checkKafka, createKafka, UNTIL_ANSWERED } from '../kafka';
 import { EventPublisher } from '../order/publisher';
 import { Orders } from '../order/store';
 import { createLogger, type Logger } from '../logger';
 import { workflowBundle, type BundleOption } from './bundle';
 import { createRedis, ReservationStore } from '../reservation/store';
+import { causeOf, reach, reachTemporal } from '../startup';
 
 /** A worker and the clients it owns; `shutdown` stops polling, waits for in-flight tasks, then closes them. */
 export interface RunningWorker {
@@ -23,13 +26,25 @@ export interface RunningWorker {
 /**
  * Creates and starts a worker.
  * @param extraActivities registered beside the order's activities (tools/bench/drain.ts adds its baseline's)
- * @throws when Temporal, PostgreSQL, Redis or Kafka is unreachable
+ * @throws DependencyError naming PostgreSQL, Redis, Kafka or Temporal when one is out of reach at start
+ *   (refused, TLS, credentials); the clients opened so far are closed
  */
 export async function startWorker(config: Config, bundle: BundleOption, extraActivities: Record<string, () => Promise<unknown>> = {}): Promise<RunningWorker> {
   const pool = createPool(config);
   const redis = createRedis(config, { maxRetriesPerRequest: 3 });
-  const events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker', UNTIL_ANSWERED), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
-  const connection = await NativeConnection.connect({ address: `${config.TEMPORAL_HOST}:${config.TEMPORAL_PORT}` });
+  let events: EventPublisher;
+  let connection: NativeConnection;
+  try {
+    // Each store once, with few retries: a wrong CA or password fails the start here, where the publisher's
+    // own client (which retries until answered) would wait for ever.
+    await Promise.all([reach('postgres', pool.query('SELECT 1')), reach('redis', once(redis, 'ready')), reach('kafka', checkKafka(config))]);
+    events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker', UNTIL_ANSWERED), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+    connection = await reachTemporal(config, NativeConnection.connect(temporalConnection(config)));
+  } catch (err) {
+    redis.disconnect();
+    await pool.end();
+    throw err;
+  }
   const worker = await Worker.create({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
@@ -120,7 +135,7 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err) => {
-    console.error(err);
+    console.error(`worker cannot start: ${causeOf(err)}`);
     process.exit(1);
   });
 }

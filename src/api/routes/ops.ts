@@ -5,6 +5,7 @@ import type { Context } from 'koa';
 import { parse } from 'yaml';
 import type { AppDeps } from '../deps';
 import { reply } from '../errors';
+import { causeOf } from '../../startup';
 
 const CHECK_TIMEOUT_MS = 2000;
 
@@ -33,7 +34,8 @@ export function readinessHandler({ redis, pool, workflows }: AppDeps) {
     if (results.every((r) => r.status === 'fulfilled')) {
       ctx.body = { status: 'ready', checks: status };
     } else {
-      reply(ctx, 'SERVICE_UNAVAILABLE', { checks: status });
+      const reasons = Object.fromEntries(names.flatMap((name, i) => (results[i].status === 'rejected' ? [[name, causeOf((results[i] as PromiseRejectedResult).reason)]] : [])));
+      reply(ctx, 'SERVICE_UNAVAILABLE', { checks: status, reasons });
     }
   };
 }

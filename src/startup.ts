@@ -1,0 +1,77 @@
+/**
+ * What a process says when a store is out of reach: the store's name and the driver's own cause (a refused
+ * connection, a certificate its CA did not sign, a wrong password), so that a failed start and /readyz say
+ * which service failed and why. Drivers do not put secrets in these messages; we add none.
+ */
+import { connect as tlsConnect } from 'node:tls';
+import type { Config } from './config';
+import { temporalConnection } from './connections';
+
+/** A store the process could not reach; its message is `<service>: <cause>`. */
+export class DependencyError extends Error {
+  constructor(
+    readonly service: 'postgres' | 'redis' | 'kafka' | 'temporal',
+    cause: unknown,
+  ) {
+    super(`${service}: ${causeOf(cause)}`, { cause });
+  }
+}
+
+/** @returns attempt's value; @throws DependencyError naming the service when it fails */
+export function reach<T>(service: DependencyError['service'], attempt: Promise<T>): Promise<T> {
+  return attempt.catch((err: unknown) => Promise.reject(new DependencyError(service, err)));
+}
+
+/**
+ * reach('temporal', …) with the TLS cause spelled out: Temporal's clients report a failed handshake (a CA that
+ * did not sign the server's certificate, a client certificate the server refused) only as "Failed to connect
+ * before the deadline", so a handshake of our own with the same settings names it.
+ */
+export function reachTemporal<T>(config: Config, attempt: Promise<T>): Promise<T> {
+  return attempt.catch(async (err: unknown) => {
+    const cause = await temporalTlsCause(config);
+    return Promise.reject(new DependencyError('temporal', cause ? new Error(`${causeOf(err)} (TLS: ${cause})`) : err));
+  });
+}
+
+/** @returns why a TLS handshake with the frontend fails (or is refused right after it), or undefined when TLS is off or it succeeds */
+async function temporalTlsCause(config: Config, settleMs = 500): Promise<string | undefined> {
+  const { tls } = temporalConnection(config);
+  if (!tls) return undefined;
+  return new Promise((resolve) => {
+    const socket = tlsConnect({
+      host: config.TEMPORAL_HOST,
+      port: config.TEMPORAL_PORT,
+      ca: tls.serverRootCACertificate,
+      cert: tls.clientCertPair?.crt,
+      key: tls.clientCertPair?.key,
+      servername: tls.serverNameOverride,
+      ALPNProtocols: ['h2'],
+    });
+    const done = (cause?: string) => {
+      socket.destroy();
+      resolve(cause);
+    };
+    // OpenSSL's own message is a long code line; its reason is the readable part ("sslv3 alert certificate expired").
+    socket.once('error', (err: Error & { reason?: string }) => done(err.reason ?? err.message));
+    // In TLS 1.3 the server judges the client's certificate after the handshake: its alert comes as an error.
+    socket.once('secureConnect', () => setTimeout(() => done(undefined), settleMs));
+    socket.resume();
+    socket.setTimeout(5000, () => done('no TLS handshake within 5 s'));
+  });
+}
+
+/**
+ * The readable cause of a driver's error: its message, or its inner errors' (AggregateError, as node-pg and
+ * undici raise for several addresses) and its code when the message is empty.
+ */
+export function causeOf(err: unknown): string {
+  if (err instanceof AggregateError && err.errors.length) return [...new Set(err.errors.map(causeOf))].join('; ');
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const message = err.message || String(code ?? err.name);
+    const inner = err.cause instanceof Error && !message.includes(err.cause.message) ? ` (${causeOf(err.cause)})` : '';
+    return `${message}${inner}`;
+  }
+  return String(err);
+}

@@ -1,0 +1,106 @@
+/**
+ * The configuration: docs/configuration.md's table lists every variable the schema accepts, and no other, with
+ * the defaults loadConfig applies; secrets from `<NAME>_FILE`; bad values refused one line each, a secret's
+ * value never printed; the connection settings each store's client gets (src/connections.ts).
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config';
+import { kafkaConnection, pgConnection, redisConnection, temporalConnection } from '../src/connections';
+
+const DOC = readFileSync(join(__dirname, '..', 'docs', 'configuration.md'), 'utf8');
+const ROWS = [...DOC.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \| ([^|]+) \|/gm)].map(([, name, fallback]) => ({ name, fallback: fallback.trim() }));
+const dir = mkdtempSync(join(tmpdir(), 'flash-sale-config-'));
+const file = (name: string, content: string) => {
+  const path = join(dir, name);
+  writeFileSync(path, content);
+  return path;
+};
+const refusal = (env: Record<string, string>) => {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.message;
+    throw err;
+  }
+  throw new Error('accepted');
+};
+
+test("the documentation's table holds every variable of the schema, once, and no other", () => {
+  const documented = ROWS.map((r) => r.name);
+  expect(new Set(documented).size).toBe(documented.length);
+  expect([...documented].sort()).toEqual([...CONFIG_VARIABLES].sort());
+});
+
+test("the table's defaults are loadConfig's", () => {
+  const defaults = loadConfig({}) as unknown as Record<string, unknown>;
+  for (const { name, fallback } of ROWS) {
+    if (fallback === 'development value') expect([name, typeof defaults[name]]).toEqual([name, 'string']);
+    else if (fallback === '—') expect([name, defaults[name]]).toEqual([name, undefined]);
+    else expect([name, fallback]).toEqual([name, `\`${String(defaults[name])}\``]);
+  }
+});
+
+test('a secret from <NAME>_FILE (final newline dropped); both set, or an unreadable file, is refused', () => {
+  const secret = 'x'.repeat(40);
+  expect(loadConfig({ JWT_SECRET_FILE: file('jwt', `${secret}\n`) }).JWT_SECRET).toBe(secret);
+  expect(loadConfig({ REDIS_PASSWORD_FILE: file('redis', 'p@ss') }).REDIS_PASSWORD).toBe('p@ss');
+  expect(refusal({ JWT_SECRET: secret, JWT_SECRET_FILE: file('jwt2', secret) })).toContain('JWT_SECRET_FILE: set JWT_SECRET or JWT_SECRET_FILE, not both');
+  expect(refusal({ PGPASSWORD_FILE: join(dir, 'missing') })).toContain('PGPASSWORD_FILE: no readable file at this path');
+});
+
+test("a bad secret is named, never shown; other bad values are shown", () => {
+  const message = refusal({ JWT_SECRET: 'short-and-secret', REDIS_PORT: 'abc' });
+  expect(message).toContain('JWT_SECRET: must be at least 32 characters');
+  expect(message).not.toContain('short-and-secret');
+  expect(message).toContain('REDIS_PORT');
+  expect(message).toContain('"abc"');
+});
+
+test('TLS and credentials are refused half-set: a certificate without its key, SASL without a password', () => {
+  const cert = file('cert.pem', 'cert');
+  expect(refusal({ REDIS_TLS_CERT_FILE: cert })).toContain('REDIS_TLS_CERT_FILE: a client certificate and its key go together');
+  expect(refusal({ TEMPORAL_TLS_CERT_FILE: cert })).toContain('TEMPORAL_TLS_CERT_FILE');
+  expect(refusal({ KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SASL_USERNAME: 'shop' })).toContain('KAFKA_SASL_MECHANISM: scram-sha-512 needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD');
+  expect(refusal({ KAFKA_SASL_MECHANISM: 'oauthbearer' })).toContain('oauthbearer needs KAFKA_OAUTHBEARER_MODULE');
+  expect(refusal({ PGSSLMODE: 'prefer' })).toContain('PGSSLMODE');
+  expect(refusal({ REDIS_URL: 'http://cache:6379' })).toContain('REDIS_URL');
+});
+
+test('each client gets its address, TLS and credentials', () => {
+  const ca = file('ca.pem', 'CA');
+  const [cert, key] = [file('client.pem', 'CERT'), file('client.key', 'KEY')];
+  const config = loadConfig({
+    DATABASE_URL: 'postgres://shop:s%40cret@db.internal:6432/orders?sslmode=verify-full',
+    PGSSLROOTCERT: ca,
+    REDIS_URL: 'rediss://cache-user:pw@cache.internal:6380/3',
+    REDIS_TLS_CA_FILE: ca,
+    KAFKA_BROKERS: 'b1.internal:9096,b2.internal:9096',
+    KAFKA_TLS: 'true',
+    KAFKA_SASL_MECHANISM: 'scram-sha-512',
+    KAFKA_SASL_USERNAME: 'shop',
+    KAFKA_SASL_PASSWORD_FILE: file('kafka', 'kpw\n'),
+    TEMPORAL_HOST: 'shop.acct.tmprl.cloud',
+    TEMPORAL_TLS_CERT_FILE: cert,
+    TEMPORAL_TLS_KEY_FILE: key,
+  });
+  const blank = loadConfig({ REDIS_TLS_CA_FILE: '', KAFKA_BROKERS: '' });
+  expect([blank.REDIS_TLS_CA_FILE, blank.KAFKA_BROKERS]).toEqual([undefined, undefined]);
+  expect(pgConnection(config)).toMatchObject({ host: 'db.internal', port: 6432, user: 'shop', password: 's@cret', database: 'orders', ssl: { rejectUnauthorized: true, servername: 'db.internal' } });
+  expect(String((pgConnection(config).ssl as { ca: Buffer }).ca)).toBe('CA');
+  expect(redisConnection(config)).toMatchObject({ host: 'cache.internal', port: 6380, db: 3, username: 'cache-user', password: 'pw', tls: { servername: 'cache.internal' } });
+  expect(kafkaConnection(config)).toMatchObject({ brokers: ['b1.internal:9096', 'b2.internal:9096'], ssl: {}, sasl: { mechanism: 'scram-sha-512', username: 'shop', password: 'kpw' } });
+  const temporal = temporalConnection(config);
+  expect(temporal.address).toBe('shop.acct.tmprl.cloud:7233');
+  expect(String(temporal.tls?.clientCertPair?.crt)).toBe('CERT');
+  expect(String(temporal.tls?.clientCertPair?.key)).toBe('KEY');
+
+  const plain = loadConfig({});
+  expect(pgConnection(plain).ssl).toBe(false);
+  expect(redisConnection(plain).tls).toBeUndefined();
+  expect(kafkaConnection(plain)).toEqual({ brokers: ['127.0.0.1:9092'] });
+  expect(temporalConnection(plain)).toEqual({ address: '127.0.0.1:7233' });
+  expect(pgConnection(loadConfig({ PGSSLMODE: 'require' })).ssl).toMatchObject({ rejectUnauthorized: false });
+  expect(pgConnection(loadConfig({ PGSSLMODE: 'verify-ca' })).ssl).toMatchObject({ rejectUnauthorized: true, checkServerIdentity: expect.any(Function) });
+});
