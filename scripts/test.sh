@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/node-env.sh
 source scripts/node-env.sh
-bash scripts/services.sh up
+# With the secured copy of the stack (TLS and credentials), which test/secure.test.ts runs an order through.
+bash scripts/services.sh up --secure
 npm run -s build
 node_modules/.bin/eslint .
 node_modules/.bin/tsc --noEmit -p .

@@ -105,11 +105,14 @@ test('Kafka is the stack.env version with the broker settings services.sh genera
     properties
       .split('\n')
       .filter((line) => line.includes('=') && !line.startsWith('#'))
+      // The secured copy's listener (services.sh up --secure) is the local stack's only, not compose's.
+      .filter((line) => !/^(sasl\.|listener\.name\.sasl_ssl\.)/.test(line))
       .map((line) => {
         const at = line.indexOf('=');
         // The generated file has the effective ports; compose, the defaults.
         const value = line
           .slice(at + 1)
+          .replace(/,SASL_SSL(:\/\/[^,]+|:SASL_SSL)/, '')
           .replaceAll(`:${effective.KAFKA_PORT}`, `:${stack.KAFKA_PORT}`)
           .replaceAll(`:${effective.KAFKA_CONTROLLER_PORT}`, `:${stack.KAFKA_CONTROLLER_PORT}`);
         return [`KAFKA_${line.slice(0, at).replace(/\./g, '_').toUpperCase()}`, value];
