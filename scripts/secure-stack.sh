@@ -165,7 +165,7 @@ secure_pg_start() {
   install -o "$PG_OS_USER" -m 644 "$SECURE_DIR/server.pem" "$SECURE_PG_DIR/server.pem"
   as_pg "$PG_BIN/pg_ctl" -D "$SECURE_PGDATA" -l "$SECURE_PG_LOG" -W start \
     -o "-c listen_addresses=$HOST -p $SECURE_PGPORT -c unix_socket_directories=$SECURE_PG_DIR/run -c ssl=on -c ssl_cert_file=$SECURE_PG_DIR/server.pem -c ssl_key_file=$SECURE_PG_DIR/server.key -c shared_buffers=32MB" \
-    >>"$SECURE_PG_LOG" 2>&1 || die "pg_ctl start of the secured PostgreSQL failed" "$SECURE_PG_LOG" "read the log, fix the cause, run up --secure again"
+    >>"$SECURE_PG_LOG" 2>&1 9>&- || die "pg_ctl start of the secured PostgreSQL failed" "$SECURE_PG_LOG" "read the log, fix the cause, run up --secure again"
 }
 
 secure_pg_wait() {
