@@ -23,6 +23,43 @@ export function reach<T>(service: DependencyError['service'], attempt: Promise<T
 }
 
 /**
+ * A store a process can start without (its clients reconnect, its work waits meanwhile): a misconfiguration
+ * (isMisconfiguration) fails the start, naming the store; an outage is only reported through `warn`.
+ * @throws DependencyError for a misconfiguration
+ */
+export async function checkAtStart(service: DependencyError['service'], attempt: Promise<unknown>, warn: (line: string) => void): Promise<void> {
+  try {
+    await attempt;
+  } catch (err) {
+    if (isMisconfiguration(err)) throw new DependencyError(service, err);
+    warn(`${service} not reachable at start, starting anyway: ${causeOf(err)}`);
+  }
+}
+
+const MISCONFIGURED_CODE = /^28|^3D000$|CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_|HOSTNAME|ALTNAME|ERR_OSSL/;
+const MISCONFIGURED_TEXT = /WRONGPASS|NOAUTH|NOPERM|certificate|authentication failed|pg_hba\.conf|does not support SSL|SSL routines/i;
+
+/**
+ * Whether an error is one no retry will mend: credentials refused (PostgreSQL's class 28, Redis' WRONGPASS,
+ * Kafka's SASL failure), a certificate or TLS mismatch, a database that does not exist. Looks through causes.
+ */
+export function isMisconfiguration(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; isErrorLike(e) && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && MISCONFIGURED_CODE.test(code)) return true;
+    if (e.name === 'KafkaJSSASLAuthenticationError' || MISCONFIGURED_TEXT.test(e.message)) return true;
+    if (e instanceof AggregateError && e.errors.some(isMisconfiguration)) return true;
+    e = (e as { cause?: unknown; originalError?: unknown }).cause ?? (e as { originalError?: unknown }).originalError;
+  }
+  return false;
+}
+
+/** Error-shaped, whatever realm made it (a test runner's sandbox has its own Error). */
+function isErrorLike(value: unknown): value is Error {
+  return typeof value === 'object' && value !== null && typeof (value as { message?: unknown }).message === 'string';
+}
+
+/**
  * reach('temporal', …) with the TLS cause spelled out: Temporal's clients report a failed handshake (a CA that
  * did not sign the server's certificate, a client certificate the server refused) only as "Failed to connect
  * before the deadline", so a handshake of our own with the same settings names it.
@@ -67,10 +104,10 @@ async function temporalTlsCause(config: Config, settleMs = 500): Promise<string 
  */
 export function causeOf(err: unknown): string {
   if (err instanceof AggregateError && err.errors.length) return [...new Set(err.errors.map(causeOf))].join('; ');
-  if (err instanceof Error) {
+  if (isErrorLike(err)) {
     const code = (err as NodeJS.ErrnoException).code;
     const message = err.message || String(code ?? err.name);
-    const inner = err.cause instanceof Error && !message.includes(err.cause.message) ? ` (${causeOf(err.cause)})` : '';
+    const inner = isErrorLike(err.cause) && !message.includes(err.cause.message) ? ` (${causeOf(err.cause)})` : '';
     return `${message}${inner}`;
   }
   return String(err);

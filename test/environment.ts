@@ -16,6 +16,7 @@ import { ensureTopic } from '../scripts/kafka-topics';
 import { stackEnv } from '../scripts/stack-env';
 import { loadConfig, type Config } from '../src/config';
 import { pgConnection, temporalConnection } from '../src/connections';
+import { eventually } from './helpers';
 
 /** The names the suites use in place of the user's (scripts/stack.env's defaults). */
 export const TEST_ENVIRONMENT = {
@@ -88,7 +89,7 @@ async function registerNamespace(config: Config, attributes: string): Promise<vo
       }),
     );
     // A namespace just registered reaches the frontend's cache within seconds: until then calls on it fail.
-    const listed = await retry(() => connection.operatorService.listSearchAttributes({ namespace }));
+    const listed = await eventually(() => connection.operatorService.listSearchAttributes({ namespace }));
     const missing = Object.fromEntries(Object.entries(wanted).filter(([name]) => !(name in (listed.customAttributes ?? {}))));
     if (Object.keys(missing).length) await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing });
     const client = new Client({ connection, namespace });
@@ -98,20 +99,8 @@ async function registerNamespace(config: Config, attributes: string): Promise<vo
       .map((pair) => pair.split('='))
       .map(([name, type]) => (type.toUpperCase() === 'INT' ? `${name} = 0` : `${name} = "none"`))
       .join(' AND ');
-    await retry(() => client.workflow.count(query));
+    await eventually(() => client.workflow.count(query));
   } finally {
     await connection.close();
-  }
-}
-
-async function retry<T>(call: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await call();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
   }
 }

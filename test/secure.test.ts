@@ -131,7 +131,7 @@ const REFUSALS: [string, 'api' | 'worker', Record<string, string>, RegExp][] = [
   ['PostgreSQL: a CA that did not sign its certificate', 'api', { PGSSLROOTCERT: file('other-ca.pem') }, /^api cannot start: postgres: .*certificate/m],
   ['Temporal: an expired client certificate', 'api', { TEMPORAL_TLS_CERT_FILE: file('expired-client.pem'), TEMPORAL_TLS_KEY_FILE: file('expired-client.key') }, /^api cannot start: temporal: .*\(TLS: .*certificate expired\)/m],
   ['Temporal: no client certificate', 'api', { TEMPORAL_TLS_CERT_FILE: '', TEMPORAL_TLS_KEY_FILE: '' }, /^api cannot start: temporal: .*\(TLS: .*certificate required\)/m],
-  ['Temporal: a CA that did not sign its certificate', 'api', { TEMPORAL_TLS_CA_FILE: file('other-ca.pem') }, /^api cannot start: temporal: .*\(TLS: unable to verify the first certificate\)/m],
+  ['Temporal: a CA that did not sign its certificate', 'api', { TEMPORAL_TLS_CA_FILE: file('other-ca.pem') }, /^api cannot start: temporal: .*\(TLS: unable to verify the first certificate/m],
   ['Kafka: a wrong password', 'worker', { KAFKA_SASL_PASSWORD_FILE: '', KAFKA_SASL_PASSWORD: 'not-the-password' }, /^worker cannot start: kafka: .*SASL/m],
   ['Kafka: a CA that did not sign its certificate', 'worker', { KAFKA_TLS_CA_FILE: file('other-ca.pem') }, /^worker cannot start: kafka: .*unable to verify the first certificate/m],
 ];

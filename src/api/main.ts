@@ -18,7 +18,7 @@ import { Catalog } from './catalog';
 import { createMetrics } from './metrics';
 import { SoldOutFlags } from './soldOut';
 import { createStarter } from '../starter/starter';
-import { causeOf, reach, reachTemporal } from '../startup';
+import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
 
 const DRAIN_MS = 10_000;
 
@@ -31,8 +31,9 @@ export interface RunningApi {
 
 /**
  * Connects the clients and listens on config.API_HOST:API_PORT (port 0 picks a free one).
- * @throws DependencyError naming PostgreSQL, Redis or Temporal when one is out of reach at start (refused, TLS,
- *   credentials; the clients opened so far are closed), or the listen error when the port is taken
+ * @throws DependencyError naming Redis or Temporal when one is out of reach at start, or PostgreSQL when it is
+ *   wrongly configured (TLS, credentials; an outage is only logged); the clients opened so far are closed. The
+ *   listen error when the port is taken.
  */
 export async function startApi(config: Config, log: Logger = createLogger(config.LOG_LEVEL, 'api')): Promise<RunningApi> {
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
@@ -44,7 +45,8 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   let workflows: OrderWorkflows;
   try {
     await reach('redis', once(redis, 'ready'));
-    await reach('postgres', pool.query('SELECT 1'));
+    // Without PostgreSQL the API still answers (purchases 503 until it is back); wrongly configured, it stops.
+    await checkAtStart('postgres', pool.query('SELECT 1'), (line) => log.warn(line));
     workflows = await reachTemporal(config, OrderWorkflows.connect(config));
   } catch (err) {
     // A failed start must not leave a Redis client reconnecting forever (and the pool open) behind it.

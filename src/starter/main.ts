@@ -10,7 +10,7 @@ import { createPool } from '../db';
 import { createLogger } from '../logger';
 import { createRedis } from '../reservation/store';
 import { OrderWorkflows } from '../temporal';
-import { causeOf, reach, reachTemporal } from '../startup';
+import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
 import { createStarter } from './starter';
 
 async function main(): Promise<void> {
@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   const redis = createRedis(config, { maxRetriesPerRequest: 1 });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   await reach('redis', once(redis, 'ready'));
-  await reach('postgres', pool.query('SELECT 1'));
+  await checkAtStart('postgres', pool.query('SELECT 1'), (line) => log.warn(line));
   const workflows = await reachTemporal(config, OrderWorkflows.connect(config));
   const noop = () => undefined;
   const starter = createStarter(config, { redis, pool, workflows, log }, { onStarted: noop, onFailure: noop, onBacklog: noop });

@@ -14,7 +14,7 @@ import { Orders } from '../order/store';
 import { createLogger, type Logger } from '../logger';
 import { workflowBundle, type BundleOption } from './bundle';
 import { createRedis, ReservationStore } from '../reservation/store';
-import { causeOf, reach, reachTemporal } from '../startup';
+import { causeOf, checkAtStart, reachTemporal } from '../startup';
 
 /** A worker and the clients it owns; `shutdown` stops polling, waits for in-flight tasks, then closes them. */
 export interface RunningWorker {
@@ -26,18 +26,30 @@ export interface RunningWorker {
 /**
  * Creates and starts a worker.
  * @param extraActivities registered beside the order's activities (tools/bench/drain.ts adds its baseline's)
- * @throws DependencyError naming PostgreSQL, Redis, Kafka or Temporal when one is out of reach at start
- *   (refused, TLS, credentials); the clients opened so far are closed
+ * @param log where an outage of PostgreSQL, Redis or Kafka at start is reported (the worker starts anyway)
+ * @throws DependencyError naming PostgreSQL, Redis or Kafka when one is wrongly configured (TLS,
+ *   credentials), or Temporal when it is out of reach; the clients opened so far are closed
  */
-export async function startWorker(config: Config, bundle: BundleOption, extraActivities: Record<string, () => Promise<unknown>> = {}): Promise<RunningWorker> {
+export async function startWorker(
+  config: Config,
+  bundle: BundleOption,
+  extraActivities: Record<string, () => Promise<unknown>> = {},
+  log: Logger = createLogger(config.LOG_LEVEL, 'worker'),
+): Promise<RunningWorker> {
   const pool = createPool(config);
   const redis = createRedis(config, { maxRetriesPerRequest: 3 });
   let events: EventPublisher;
   let connection: NativeConnection;
   try {
     // Each store once, with few retries: a wrong CA or password fails the start here, where the publisher's
-    // own client (which retries until answered) would wait for ever.
-    await Promise.all([reach('postgres', pool.query('SELECT 1')), reach('redis', once(redis, 'ready')), reach('kafka', checkKafka(config))]);
+    // own client (which retries until answered) would wait for ever. An outage does not: the activities
+    // retry until the store is back, and the publisher waits for the broker.
+    const warn = (line: string) => log.warn(line);
+    await Promise.all([
+      checkAtStart('postgres', pool.query('SELECT 1'), warn),
+      checkAtStart('redis', once(redis, 'ready'), warn),
+      checkAtStart('kafka', checkKafka(config), warn),
+    ]);
     events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker', UNTIL_ANSWERED), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
     connection = await reachTemporal(config, NativeConnection.connect(temporalConnection(config)));
   } catch (err) {
@@ -122,7 +134,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'worker');
   installWorkerRuntime(config, log);
-  const running = await startWorker(config, await workflowBundle());
+  const running = await startWorker(config, await workflowBundle(), {}, log);
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'worker running');
   const stop = () => {
     log.info('shutting down');

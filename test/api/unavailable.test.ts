@@ -50,7 +50,7 @@ async function started(api: Promise<RunningApi>): Promise<RunningApi> {
   return running;
 }
 
-test('Redis unreachable at start (closed port) → startApi rejects with ECONNREFUSED and leaves no client reconnecting', async () => {
+test('Redis unreachable at start (closed port) → startApi rejects naming redis and ECONNREFUSED, and leaves no client reconnecting', async () => {
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -59,7 +59,7 @@ test('Redis unreachable at start (closed port) → startApi rejects with ECONNRE
     },
   });
   const log = pino({ level: 'warn' }, sink);
-  await expect(startApi(testConfig({ REDIS_PORT: '1' }), log)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+  await expect(startApi(testConfig({ REDIS_PORT: '1' }), log)).rejects.toMatchObject({ service: 'redis', message: expect.stringMatching(/^redis: .*ECONNREFUSED/), cause: { code: 'ECONNREFUSED' } });
   const errorsAtFailure = lines.filter((l) => l.includes('redis error')).length;
   expect(errorsAtFailure).toBeGreaterThan(0);
   // ioredis retries after 50, 100, 150 … ms: a client left behind would log more errors within this wait.
