@@ -171,13 +171,7 @@ secure_pg_start() {
 secure_pg_wait() {
   wait_for 60 true secure_pg_ready ||
     die "the secured PostgreSQL did not accept connections ($WAIT_FAILURE)" "$SECURE_PG_LOG" "read the log; then down and up --secure again"
-  as_pg "$PG_BIN/psql" -X -q -h "$SECURE_PG_DIR/run" -p "$SECURE_PGPORT" -U "$PG_OS_USER" -d postgres -v ON_ERROR_STOP=1 \
-    -v user="$SECURE_USER" -v pass="$(cat "$SECURE_DIR/pg-password")" -v db="$PGDATABASE" >>"$SECURE_PG_LOG" 2>&1 <<'SQL' ||
-SELECT format('CREATE ROLE %I', :'user') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user') \gexec
-SELECT format('ALTER ROLE %I LOGIN CREATEDB PASSWORD %L', :'user', :'pass') \gexec
-SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'user')
-  WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = :'db') \gexec
-SQL
+  pg_role_and_database "$SECURE_PG_DIR/run" "$SECURE_PGPORT" "$SECURE_USER" "$(cat "$SECURE_DIR/pg-password")" "$SECURE_PG_LOG" ||
     die "creating role $SECURE_USER on the secured PostgreSQL failed" "$SECURE_PG_LOG" "read the log; then run up --secure again"
 }
 

@@ -321,16 +321,21 @@ pg_wait() {
   wait_for 10 true pg_running >/dev/null || true
   wait_for 60 pg_running pg_ready ||
     die "PostgreSQL did not accept connections on $HOST:$PGPORT ($WAIT_FAILURE)" "$PG_LOG" "read the log; then down and up again"
-  # Role and database, idempotently; ALTER keeps the password in step with stack.env. CREATEDB: the test suites
-  # create their own database (test/environment.ts), apart from the user's.
-  as_pg "$PG_BIN/psql" -X -q -h "$PG_SOCKET_DIR" -p "$PGPORT" -U "$PG_OS_USER" -d postgres -v ON_ERROR_STOP=1 \
-    -v user="$PGUSER" -v pass="$PGPASSWORD" -v db="$PGDATABASE" >>"$PG_LOG" 2>&1 <<'SQL' ||
+  pg_role_and_database "$PG_SOCKET_DIR" "$PGPORT" "$PGUSER" "$PGPASSWORD" "$PG_LOG" ||
+    die "creating role $PGUSER / database $PGDATABASE failed" "$PG_LOG" "read the log; then run up again"
+}
+
+# pg_role_and_database SOCKET_DIR PORT USER PASSWORD LOG: the role and its database PGDATABASE, idempotently,
+# through the cluster's socket; ALTER keeps the password in step. CREATEDB: the test suites create their own
+# database (test/environment.ts), apart from the user's.
+pg_role_and_database() {
+  as_pg "$PG_BIN/psql" -X -q -h "$1" -p "$2" -U "$PG_OS_USER" -d postgres -v ON_ERROR_STOP=1 \
+    -v user="$3" -v pass="$4" -v db="$PGDATABASE" >>"$5" 2>&1 <<'SQL'
 SELECT format('CREATE ROLE %I', :'user') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user') \gexec
 SELECT format('ALTER ROLE %I LOGIN CREATEDB PASSWORD %L', :'user', :'pass') \gexec
 SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'user')
   WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = :'db') \gexec
 SQL
-    die "creating role $PGUSER / database $PGDATABASE failed" "$PG_LOG" "read the log; then run up again"
 }
 
 pg_stop() { # [MODE]: fast (default) or immediate
