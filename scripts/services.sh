@@ -6,6 +6,10 @@
 #                                     the same, plus the secured copy of the stack (scripts/secure-stack.sh):
 #                                     TLS and credentials on their own ports, client settings in .local/secure/secure.env;
 #                                     once made, every later `up` keeps it up (rm -rf .local/secure drops it)
+#   bash scripts/services.sh up --cluster
+#                                     the same, plus a local Redis Cluster (scripts/cluster-stack.sh): 3 masters,
+#                                     3 replicas, settings in .local/cluster/cluster.env; sticky like --secure
+#                                     (rm -rf .local/cluster drops it). Both switches may be given.
 #   bash scripts/services.sh down     stop all four
 #   bash scripts/services.sh stop NAME [immediate]
 #                                     stop one: redis, postgres (fast shutdown; `immediate`: no checkpoint,
@@ -42,11 +46,14 @@ TEMPORAL_DIR=$LOCAL/temporal
 TEMPORAL=$VENV/bin/temporal
 TEMPORAL_ADDR=$HOST:$TEMPORAL_PORT
 SECURE=
+CLUSTER=
 
 # ---------------------------------------------------------------------------------------------- helpers
 
 # shellcheck source=scripts/secure-stack.sh
 source "$ROOT/scripts/secure-stack.sh"
+# shellcheck source=scripts/cluster-stack.sh
+source "$ROOT/scripts/cluster-stack.sh"
 
 log() { printf '%s\n' "$*" >&2; }
 
@@ -113,7 +120,7 @@ mem_mb() {
     awk '$1 == "Pss:" { kb += $2 } END { printf "%d", kb / 1024 }'
 }
 
-line() { printf '%-12s %-9s %s\n' "$1" "$2" "$3"; }
+line() { printf '%-13s %-9s %s\n' "$1" "$2" "$3"; }
 
 require_free_port() { # NAME PORT SETTING
   if port_open "$2"; then
@@ -515,6 +522,7 @@ status_lines() { # one line per service; returns 1 unless all four are up
     "$TEMPORAL_ADDR namespace $TEMPORAL_NAMESPACE, ui http://$HOST:$TEMPORAL_UI_PORT" "$TEMPORAL_LOG" || rc=1
   # The secured copy, once made (up --secure): its lines, and its health too.
   [[ ! -f $SECURE_ENV ]] || secure_status_lines || rc=1
+  [[ ! -f $CLUSTER_ENV ]] || cluster_status_lines || rc=1
   return "$rc"
 }
 
@@ -543,6 +551,7 @@ cmd_up() {
     secure_pg_start
     secure_temporal_start
   fi
+  [[ -z $CLUSTER ]] || cluster_start
   redis_wait
   pg_wait
   temporal_wait
@@ -552,11 +561,13 @@ cmd_up() {
     secure_pg_wait
     secure_kafka_user
   fi
+  [[ -z $CLUSTER ]] || cluster_wait
   status_lines || die "a service is not up after starting (see the lines above)" "" "read its log; then down and up again"
   LC_ALL=C awk -v t0="$t0" -v t1="$EPOCHREALTIME" 'BEGIN { printf "up in %.1f s\n", t1 - t0 }'
 }
 
 cmd_down() {
+  cluster_stop
   secure_stop_all
   temporal_stop
   kafka_stop
@@ -568,13 +579,14 @@ cmd_down() {
 cmd_stop() { # NAME [immediate]
   case ${1:-} in
     redis) redis_stop ;;
+    redis-cluster) cluster_stop ;;
     postgres)
       [[ ${2:-fast} == fast || ${2:-} == immediate ]] || die "unknown shutdown mode ${2:-}" "" "use fast (the default) or immediate"
       pg_stop "${2:-fast}"
       ;;
     kafka) kafka_stop ;;
     temporal) temporal_stop ;;
-    *) die "no service named '${1:-}'" "" "stop one of redis, postgres, kafka, temporal" ;;
+    *) die "no service named '${1:-}'" "" "stop one of redis, redis-cluster, postgres, kafka, temporal" ;;
   esac
 }
 
@@ -582,20 +594,23 @@ main() {
   mkdir -p "$LOGS"
   case ${1:-} in
     up)
-      case ${2:-} in
-        "") ;;
-        --secure) SECURE=1 ;;
-        *) log "usage: $0 up [--secure]" && exit 2 ;;
-      esac
+      for flag in "${@:2}"; do
+        case $flag in
+          --secure) SECURE=1 ;;
+          --cluster) CLUSTER=1 ;;
+          *) log "usage: $0 up [--secure] [--cluster]" && exit 2 ;;
+        esac
+      done
       # Once made, the secured copy is part of the stack: a plain `up` (after a `stop`, or the fault campaign's
       # restarts) brings it back too. rm -rf .local/secure drops it.
       [[ ! -f $SECURE_ENV ]] || SECURE=1
+      [[ ! -f $CLUSTER_ENV ]] || CLUSTER=1
       lock && cmd_up
       ;;
     down) lock && cmd_down ;;
     stop) lock && cmd_stop "${@:2}" ;;
     status) status_lines ;;
-    *) log "usage: $0 up [--secure]|down|stop NAME [immediate]|status" && exit 2 ;;
+    *) log "usage: $0 up [--secure] [--cluster]|down|stop NAME [immediate]|status" && exit 2 ;;
   esac
 }
 

@@ -42,7 +42,7 @@ function environment(name: string): Record<string, string> {
 }
 
 test('has the four services, the one-shot topic initialiser and migration, the API and the worker', () => {
-  expect(Object.keys(services).sort()).toEqual(['api', 'kafka', 'kafka-init', 'migrate', 'postgres', 'redis', 'temporal', 'worker']);
+  expect(Object.keys(services).sort()).toEqual(['api', 'kafka', 'kafka-init', 'migrate', 'postgres', 'redis', 'redis-cluster', 'temporal', 'worker']);
 });
 
 test('the API, the worker and the migration run the compiled service from Dockerfile on plain node, against the compose services', () => {
@@ -67,6 +67,8 @@ test('publishes the stack.env ports, on 127.0.0.1 only', () => {
     // Inside their containers PostgreSQL and Redis keep their images' ports.
     postgres: [`127.0.0.1:${stack.PGPORT}:5432`],
     redis: [`127.0.0.1:${stack.REDIS_PORT}:6379`],
+    // Its nodes announce 127.0.0.1 and their own ports: published as they are.
+    'redis-cluster': Array.from({ length: 6 }, (_, i) => `127.0.0.1:${Number(stack.REDIS_CLUSTER_PORT) + i}:${Number(stack.REDIS_CLUSTER_PORT) + i}`),
     // Kafka advertises the host port and Temporal is told its ports, so inside and outside must agree.
     kafka: [`127.0.0.1:${stack.KAFKA_PORT}:${stack.KAFKA_PORT}`],
     'kafka-init': [],
@@ -88,6 +90,20 @@ test('PostgreSQL has the stack.env role, password and database', () => {
 test('Redis keeps an append-only file with the stack.env fsync policy, as services.sh runs it', () => {
   expect(flagValues(service('redis').command, '--appendonly')).toEqual(['yes']);
   expect(flagValues(service('redis').command, '--appendfsync')).toEqual([stack.REDIS_APPENDFSYNC]);
+});
+
+test('the cluster profile runs the six nodes of services.sh up --cluster: its ports, AOF policy and node timeout, 3 masters with a replica each', () => {
+  const cluster = service('redis-cluster') as Service & { profiles?: string[] };
+  expect(cluster.profiles).toEqual(['cluster']);
+  const script = (cluster.command ?? []).join('\n');
+  const ports = Array.from({ length: 6 }, (_, i) => Number(stack.REDIS_CLUSTER_PORT) + i);
+  expect(script).toContain(`for port in ${ports.slice(1).join(' ')}; do`);
+  expect(script).toContain(`node ${ports[0]}\n`);
+  expect(script).toContain(`--appendonly yes --appendfsync ${stack.REDIS_APPENDFSYNC}`);
+  const clusterStack = readFileSync(join(ROOT, 'scripts', 'cluster-stack.sh'), 'utf8');
+  expect(script).toContain(`--cluster-node-timeout ${clusterStack.match(/^CLUSTER_NODE_TIMEOUT_MS=(\d+)$/m)?.[1]}`);
+  // Continuation lines joined: the create command names the six nodes, one replica per master.
+  expect(script.replace(/\\\n\s*/g, '')).toContain(`--cluster create ${ports.map((p) => `127.0.0.1:${p}`).join(' ')} --cluster-replicas 1`);
 });
 
 test('Kafka is the stack.env version with the broker settings services.sh generates', () => {
