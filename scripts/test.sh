@@ -8,8 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/node-env.sh
 source scripts/node-env.sh
-# With the secured copy of the stack (TLS and credentials), which test/secure.test.ts runs an order through.
-bash scripts/services.sh up --secure
+# With the secured copy of the stack (TLS and credentials), which test/secure.test.ts runs an order through, and
+# the local Redis Cluster of test/cluster/.
+bash scripts/services.sh up --secure --cluster
 npm run -s build
 node_modules/.bin/eslint .
 node_modules/.bin/tsc --noEmit -p .

@@ -10,7 +10,8 @@ import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { OrderEvent, OrderEventType } from './order/events';
 import type { OrderStatus } from './order/types';
-import { saleKeys, type FlashRedis, type ReservationStore } from './reservation/store';
+import { itemShardCount, shardQuantity } from './reservation/layout';
+import type { FlashRedis, ReservationStore } from './reservation/store';
 import { OrderStatusKey } from './workflows/definitions';
 
 export interface Check {
@@ -147,8 +148,8 @@ export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderId
     )
   ).rows;
   const orders = (
-    await deps.pool.query<{ id: string; userId: string; itemId: number; status: OrderStatus; paymentId: string | null }>(
-      `SELECT id, user_id AS "userId", item_id AS "itemId", status, payment_id AS "paymentId" FROM orders WHERE sale_id = $1`,
+    await deps.pool.query<{ id: string; userId: string; itemId: number; status: OrderStatus; paymentId: string | null; stockShard: number }>(
+      `SELECT id, user_id AS "userId", item_id AS "itemId", status, payment_id AS "paymentId", stock_shard AS "stockShard" FROM orders WHERE sale_id = $1`,
       [saleId],
     )
   ).rows;
@@ -165,37 +166,50 @@ export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderId
     examples: oversold.map((i) => `item ${i.id}: quantity ${i.quantity}, sold ${i.sold}, live orders ${i.live}`),
   });
 
-  const stock = await deps.store.stock(saleId, items.map((i) => i.id));
+  // Per stock shard (src/reservation/layout.ts): a unit comes from one shard and goes back to it.
+  const layout = await deps.store.layouts.get(saleId);
+  const stock = await deps.store.stockByShard(saleId, items.map((i) => i.id));
   const reservations = await deps.store.reservations(saleId);
-  const heldByItem = new Map<number, number>();
-  for (const r of reservations) heldByItem.set(r.itemId, (heldByItem.get(r.itemId) ?? 0) + 1);
-  const drift = items.filter((i) => {
-    const left = stock.get(i.id);
-    return left === undefined || left < 0 || left + (heldByItem.get(i.id) ?? 0) !== i.quantity || left !== i.quantity - i.sold;
+  const tally = (keys: string[]) => {
+    const n = new Map<string, number>();
+    for (const key of keys) n.set(key, (n.get(key) ?? 0) + 1);
+    return n;
+  };
+  const held = tally(reservations.map((r) => `${r.itemId}/${r.stockShard ?? 0}`));
+  const liveHere = tally(orders.filter((o) => o.status === 'PENDING' || o.status === 'PAID').map((o) => `${o.itemId}/${o.stockShard}`));
+  const drift = items.flatMap((i) => {
+    const shards = itemShardCount(layout, i.id);
+    return Array.from({ length: shards }, (_, k) => {
+      const part = shardQuantity(i.quantity, shards, k);
+      const left = stock.get(i.id)?.[k];
+      const ok = left !== undefined && left >= 0 && left + (held.get(`${i.id}/${k}`) ?? 0) === part && left === part - (liveHere.get(`${i.id}/${k}`) ?? 0);
+      return ok ? [] : [`item ${i.id} shard ${k}: quantity ${part}, stock ${left}, held ${held.get(`${i.id}/${k}`) ?? 0}, live ${liveHere.get(`${i.id}/${k}`) ?? 0}`];
+    }).flat();
   });
-  const stockTotal = [...stock.values()].reduce<number>((n, v) => n + (v ?? 0), 0);
+  const stockTotal = [...stock.values()].flat().reduce<number>((n, v) => n + (v ?? 0), 0);
   checks.push({
-    name: 'conservation: Redis stock + held reservations = quantity; stock = quantity - sold; stock >= 0',
+    name: 'conservation per stock shard: Redis stock + held reservations = quantity; stock = quantity - live orders; stock >= 0',
     invariant: 'I1, I2',
     ok: drift.length === 0,
-    figures: { quantity, redisStock: stockTotal, reservations: reservations.length, sold },
-    examples: drift.map((i) => `item ${i.id}: quantity ${i.quantity}, stock ${stock.get(i.id)}, held ${heldByItem.get(i.id) ?? 0}, sold ${i.sold}`),
+    figures: { quantity, shards: layout.tags.length, redisStock: stockTotal, reservations: reservations.length, sold },
+    examples: sample(drift),
   });
 
   const live = orders.filter((o) => o.status === 'PENDING' || o.status === 'PAID');
   const liveByBuyer = new Map<string, number>();
   for (const o of live) liveByBuyer.set(o.userId, (liveByBuyer.get(o.userId) ?? 0) + 1);
   const twice = [...liveByBuyer].filter(([, n]) => n > 1).map(([user]) => user);
-  const buyers = await deps.redis.hgetall(saleKeys(saleId).buyers);
+  const buyers = await deps.store.buyers(saleId);
+  const claims = await deps.store.claims(saleId);
   const liveIds = new Set(live.map((o) => o.id));
-  const buyerMismatch = live.filter((o) => buyers[o.userId] !== o.id).map((o) => o.id);
-  const staleBuyers = Object.entries(buyers).filter(([, orderId]) => !liveIds.has(orderId)).map(([user]) => user);
+  const buyerMismatch = live.filter((o) => buyers.get(o.userId) !== o.id).map((o) => o.id);
+  const staleBuyers = [...buyers].filter(([, orderId]) => !liveIds.has(orderId)).map(([user]) => user);
   checks.push({
-    name: 'one live order per buyer per sale, and Redis buyers = live orders',
+    name: 'one live order per buyer per sale, Redis buyers (on their home shards) = live orders, no claim left',
     invariant: 'I3',
-    ok: twice.length === 0 && buyerMismatch.length === 0 && staleBuyers.length === 0,
-    figures: { buyersWithLiveOrder: liveByBuyer.size, buyersWithTwo: twice.length, redisBuyers: Object.keys(buyers).length },
-    examples: sample([...twice, ...buyerMismatch, ...staleBuyers]),
+    ok: twice.length === 0 && buyerMismatch.length === 0 && staleBuyers.length === 0 && claims.length === 0,
+    figures: { buyersWithLiveOrder: liveByBuyer.size, buyersWithTwo: twice.length, redisBuyers: buyers.size, claims: claims.length },
+    examples: sample([...twice, ...buyerMismatch, ...staleBuyers, ...claims]),
   });
 
   const workflows = new Map<string, { status: string; orderStatus: string | undefined }>();

@@ -85,6 +85,27 @@ const schema = z
     REDIS_TLS_KEY_FILE: readableFile.optional(),
     /** The name the server's certificate must carry, when it is not REDIS_HOST (SNI too). */
     REDIS_TLS_SERVER_NAME: z.string().min(1).optional(),
+    /**
+     * Seed nodes of a Redis Cluster, `host:port,host:port,…`: when set, the service uses ioredis' Cluster client
+     * (it learns the other nodes from the seeds) and REDIS_HOST, REDIS_PORT, REDIS_URL's address and REDIS_DB
+     * are not used; credentials and TLS apply to every node.
+     */
+    REDIS_CLUSTER_NODES: z
+      .string()
+      .regex(/^[^\s,:]+:\d{1,5}(,[^\s,:]+:\d{1,5})*$/, 'a comma-separated list of host:port')
+      .optional(),
+    /**
+     * Prepended to every key the service writes, so that several deployments (or the test suites) share one Redis
+     * or cluster; hash tags stay inside the key, so placement does not change.
+     */
+    REDIS_KEY_PREFIX: z.string().regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits and _ . : - only').optional(),
+    /**
+     * Replicas that must hold a reservation before its 202 (WAIT after the script): 0 answers once the master
+     * has it (AOF); 1 or more keeps every 202 through a failover (README, What a 202 promises).
+     */
+    REDIS_WAIT_REPLICAS: z.coerce.number().int().min(0).max(16).default(0),
+    /** How long a purchase waits for REDIS_WAIT_REPLICAS (ms); too few replicas in time answers 503. */
+    REDIS_WAIT_TIMEOUT_MS: positiveMs(1000),
 
     KAFKA_HOST: z.string().min(1).default('127.0.0.1'),
     KAFKA_PORT: port(9092),
@@ -145,6 +166,11 @@ const schema = z
     API_HOST: z.string().min(1).default('127.0.0.1'),
     // 0 asks the OS for a free port (tests, benchmarks); startApi reports the one it got.
     API_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    /**
+     * API processes `npm run api` runs (node:cluster), sharing API_PORT, each with its starter; 1 runs the API in
+     * the process itself. What each keeps for itself: docs/operations.md, Several API processes.
+     */
+    API_PROCESSES: z.coerce.number().int().min(1).max(256).default(1),
 
     JWT_ALGORITHM: z.enum(['HS256', 'RS256']).default('HS256'),
     JWT_SECRET: z.string().min(32, 'must be at least 32 characters').default(DEV_JWT_SECRET),
@@ -226,6 +252,9 @@ const schema = z
     }
     if (env.KAFKA_SASL_MECHANISM === 'oauthbearer' && !env.KAFKA_OAUTHBEARER_MODULE) {
       ctx.addIssue({ code: 'custom', path: ['KAFKA_SASL_MECHANISM'], message: 'oauthbearer needs KAFKA_OAUTHBEARER_MODULE' });
+    }
+    if (env.REDIS_CLUSTER_NODES && env.REDIS_DB !== 0) {
+      ctx.addIssue({ code: 'custom', path: ['REDIS_DB'], message: 'a Redis Cluster has database 0 only (use REDIS_KEY_PREFIX to share one)' });
     }
     if (env.STARTER_CLAIM_IDLE_MS <= env.TEMPORAL_CALL_TIMEOUT_MS) {
       ctx.addIssue({ code: 'custom', path: ['STARTER_CLAIM_IDLE_MS'], message: `must exceed TEMPORAL_CALL_TIMEOUT_MS (${env.TEMPORAL_CALL_TIMEOUT_MS})` });

@@ -68,6 +68,17 @@ export function redisConnection(config: Config): RedisOptions {
   };
 }
 
+/**
+ * @returns the Redis Cluster's seed nodes (REDIS_CLUSTER_NODES), or undefined for a single Redis; each node is
+ *   reached with redisConnection's credentials and TLS
+ */
+export function redisClusterNodes(config: Config): { host: string; port: number }[] | undefined {
+  return config.REDIS_CLUSTER_NODES?.split(',').map((node) => {
+    const at = node.lastIndexOf(':');
+    return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
+  });
+}
+
 /** kafkajs' brokers, TLS and SASL (PLAIN, SCRAM, or OAUTHBEARER through KAFKA_OAUTHBEARER_MODULE). */
 export function kafkaConnection(config: Config): Pick<KafkaConfig, 'brokers' | 'ssl' | 'sasl'> {
   const brokers = config.KAFKA_BROKERS ? config.KAFKA_BROKERS.split(',') : [`${config.KAFKA_HOST}:${config.KAFKA_PORT}`];

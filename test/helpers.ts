@@ -13,7 +13,8 @@ import { createPool } from '../src/db';
 import type { Order, OrderStatus } from '../src/order/types';
 import { createKafka } from '../src/kafka';
 import { Orders } from '../src/order/store';
-import { createRedis, ReservationStore, saleKeys, type FlashRedis } from '../src/reservation/store';
+import { createRedis, ReservationStore, type FlashRedis } from '../src/reservation/store';
+import { SaleLayouts, shardKeys } from '../src/reservation/layout';
 import { createSale, loadSale, type Sale } from '../src/sale/sales';
 
 /**
@@ -63,7 +64,7 @@ export function connectClients(config: Config): Clients {
   const pool = createPool(config);
   const redis = createRedis(config);
   const sales: number[] = [];
-  const store = new ReservationStore(redis);
+  const store = new ReservationStore(redis, new SaleLayouts(pool));
   return {
     pool,
     redis,
@@ -71,7 +72,9 @@ export function connectClients(config: Config): Clients {
     orders: new Orders(pool, store),
     sales,
     close: async () => {
-      if (sales.length) await redis.del(...sales.map((id) => saleKeys(id).startQueue)).catch(() => undefined);
+      // One DEL per stream: a cluster refuses a DEL whose keys lie in several slots.
+      const queues = (await Promise.all(sales.map(async (id) => (await store.layouts.get(id)).tags.map((tag) => shardKeys(tag).startQueue))).catch(() => [])).flat();
+      await Promise.allSettled(queues.map((key) => redis.del(key)));
       await Promise.allSettled([pool.end(), redis.quit()]);
     },
   };
@@ -85,6 +88,8 @@ export interface TestSaleOptions {
   names?: string[];
   priceMinor?: number;
   paymentWindowMs?: number;
+  /** Stock shards per item (default 1 each). */
+  stockShards?: number[];
   /** Sale start relative to now, ms (negative: already started). */
   startsInMs?: number;
   durationMs?: number;
@@ -104,8 +109,9 @@ export async function createTestSale(clients: Clients, options: TestSaleOptions 
       quantity,
       priceMinor: options.priceMinor ?? 1999,
       currency: 'EUR',
+      ...(options.stockShards?.[i] !== undefined && { stockShards: options.stockShards[i] }),
     })),
-  });
+  }, clients.store.placeShards);
   await loadSale(clients.pool, clients.store, sale.saleId, false);
   clients.sales.push(sale.saleId);
   return sale;

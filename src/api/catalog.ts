@@ -13,6 +13,8 @@ export interface CatalogItem {
   paymentWindowMs: number;
   /** Minor currency units. */
   priceMinor: number;
+  /** Stock shards of the item (1 unless it is a hot item split over several). */
+  stockShards: number;
 }
 
 interface Entry {
@@ -50,7 +52,7 @@ export class Catalog {
     const res = await this.pool.query<CatalogItem>(
       `SELECT i.id AS "itemId", i.sale_id AS "saleId", (extract(epoch FROM s.starts_at) * 1000)::float8 AS "startsAtMs",
               (extract(epoch FROM s.ends_at) * 1000)::float8 AS "endsAtMs", s.payment_window_ms AS "paymentWindowMs",
-              i.price_minor::float8 AS "priceMinor"
+              i.price_minor::float8 AS "priceMinor", i.stock_shards AS "stockShards"
        FROM items i JOIN sale_events s ON s.id = i.sale_id WHERE i.id = $1`,
       [itemId],
     );

@@ -39,6 +39,7 @@ export const STATUS_OF = {
   INTERNAL_ERROR: 500,
   SERVICE_UNAVAILABLE: 503,
   STOCK_NOT_LOADED: 503,
+  RESERVATION_NOT_REPLICATED: 503,
 } as const;
 
 export type ErrorCode = keyof typeof STATUS_OF;

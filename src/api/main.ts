@@ -3,6 +3,7 @@
  * starts the accepted orders' workflows (src/starter/starter.ts). SIGINT/SIGTERM stop accepting, let in-flight requests
  * finish (up to 10 s), stop the starter (its starts in flight finish), then close the clients.
  */
+import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -11,6 +12,7 @@ import { createPool } from '../db';
 import { createLogger, type Logger } from '../logger';
 import { Orders } from '../order/store';
 import { createRedis, ReservationStore } from '../reservation/store';
+import { SaleLayouts } from '../reservation/layout';
 import { OrderWorkflows } from '../temporal';
 import { createApp } from './app';
 import { clientErrorResponse } from './errors';
@@ -54,7 +56,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     await pool.end();
     throw err;
   }
-  const store = new ReservationStore(redis);
+  const store = new ReservationStore(redis, new SaleLayouts(pool), { replicas: config.REDIS_WAIT_REPLICAS, timeoutMs: config.REDIS_WAIT_TIMEOUT_MS });
   const orders = new Orders(pool, store);
   const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'));
   soldOut.start();
@@ -69,7 +71,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   const starter = config.STARTER_IN_API
     ? createStarter(
         config,
-        { redis: queueRedis, pool, workflows, log },
+        { redis: queueRedis, store, pool, workflows, log },
         {
           onStarted: (result) => metrics.workflowStarts.inc({ result: result === 'started' ? 'started' : 'already_started' }),
           onFailure: (cause) => metrics.workflowStartFailures.inc({ cause }),
@@ -118,11 +120,50 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   };
 }
 
+/**
+ * With API_PROCESSES > 1 this process forks that many API processes (node:cluster) that share the listening
+ * socket: the primary accepts each connection and hands it to the next process in turn. Each process runs its
+ * own starter (a consumer of its own in the start queues' group) and keeps its own sold-out flags, catalog and
+ * rate limits. A process that dies after it listened is replaced; one that cannot start stops them all, with
+ * its reason already printed. SIGINT/SIGTERM is passed on; the primary exits once every process has drained.
+ */
+function runProcesses(config: Config, log: Logger): void {
+  let stopping = false;
+  let failed = false;
+  const listening = new Set<number>();
+  const fork = () => cluster.fork().once('listening', function (this: Worker) {
+    listening.add(this.id);
+  });
+  for (let i = 0; i < config.API_PROCESSES; i++) fork();
+  const stop = (code: number) => {
+    stopping = true;
+    failed ||= code !== 0;
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+  };
+  cluster.on('exit', (worker, code, signal) => {
+    if (!stopping && listening.has(worker.id)) {
+      log.warn({ pid: worker.process.pid, code, signal }, 'api process died; starting another');
+      fork();
+      return;
+    }
+    if (!stopping) stop(1);
+    if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(failed ? 1 : 0);
+  });
+  process.once('SIGINT', () => stop(0));
+  process.once('SIGTERM', () => stop(0));
+  log.info({ processes: config.API_PROCESSES, port: config.API_PORT }, 'api processes starting');
+}
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'api');
+  if (config.API_PROCESSES > 1 && cluster.isPrimary) return runProcesses(config, log);
   const api = await startApi(config, log);
+  let stopping = false;
+  // Ctrl-C reaches every process of the group, and the primary of API_PROCESSES passes it on too: drain once.
   const stop = () => {
+    if (stopping) return;
+    stopping = true;
     log.info('shutting down: draining in-flight requests');
     void api.close().then(() => process.exit(0));
   };

@@ -9,6 +9,7 @@ import { createPool } from '../db';
 import { parseId } from '../ids';
 import { createKafka } from '../kafka';
 import { createRedis, ReservationStore } from '../reservation/store';
+import { SaleLayouts } from '../reservation/layout';
 import { connectTemporal } from '../temporal';
 
 async function main(): Promise<AuditReport> {
@@ -26,7 +27,7 @@ async function main(): Promise<AuditReport> {
     saleId ??= (await pool.query<{ id: number }>('SELECT max(id) AS id FROM sale_events')).rows[0]?.id ?? undefined;
     if (!saleId) throw new Error('no sale to audit');
     const report = await auditSale(
-      { pool, redis, store: new ReservationStore(redis), temporal, kafka: createKafka(config, 'flash-sale-audit'), topic: config.KAFKA_TOPIC },
+      { pool, redis, store: new ReservationStore(redis, new SaleLayouts(pool)), temporal, kafka: createKafka(config, 'flash-sale-audit'), topic: config.KAFKA_TOPIC },
       saleId,
     );
     console.log(values.json ? JSON.stringify(report, null, 2) : formatAudit(report));

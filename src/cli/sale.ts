@@ -1,7 +1,8 @@
 /**
  * `npm run sale -- <command>`: sale set-up from the command line.
  *   create --name N --starts-at ISO --ends-at ISO [--payment-window-ms MS] --item PRODUCT:QUANTITY:PRICE_MINOR[:NAME] ...
- *          (defaults: starts now, ends in 1 hour, one item flash-item:10000:1999)
+ *          [--stock-shards S]   every item's stock split over S shards, each on its own Redis Cluster master
+ *          (defaults: starts now, ends in 1 hour, one item flash-item:10000:1999, 1 shard)
  *   load SALE_ID [--rebuild [--force]]   load stock into Redis; --rebuild replaces Redis' view from
  *          PostgreSQL once Redis lost the sale's keys (--force: even though it still holds them)
  *   show SALE_ID
@@ -12,6 +13,7 @@ import { loadConfig } from '../config';
 import { createPool } from '../db';
 import { parseId } from '../ids';
 import { createRedis, ReservationStore } from '../reservation/store';
+import { SaleLayouts } from '../reservation/layout';
 import { createSale, findSale, loadSale, SaleInput, type Sale } from '../sale/sales';
 
 class UsageError extends Error {}
@@ -33,6 +35,7 @@ async function run(argv: string[]): Promise<Sale> {
       'ends-at': { type: 'string' },
       'payment-window-ms': { type: 'string' },
       item: { type: 'string', multiple: true },
+      'stock-shards': { type: 'string', default: '1' },
       rebuild: { type: 'boolean', default: false },
       force: { type: 'boolean', default: false },
     },
@@ -41,7 +44,7 @@ async function run(argv: string[]): Promise<Sale> {
   const config = loadConfig();
   const pool = createPool(config);
   const redis = createRedis(config, { maxRetriesPerRequest: 3 });
-  const store = new ReservationStore(redis);
+  const store = new ReservationStore(redis, new SaleLayouts(pool));
   try {
     if (command === 'create') {
       const now = Date.now();
@@ -50,10 +53,10 @@ async function run(argv: string[]): Promise<Sale> {
         startsAt: values['starts-at'] ?? new Date(now).toISOString(),
         endsAt: values['ends-at'] ?? new Date(now + 3_600_000).toISOString(),
         paymentWindowMs: Number(values['payment-window-ms'] ?? config.DEFAULT_PAYMENT_WINDOW_MS),
-        items: (values.item ?? ['flash-item:10000:1999']).map(parseItem),
+        items: (values.item ?? ['flash-item:10000:1999']).map((text) => ({ ...parseItem(text), stockShards: Number(values['stock-shards']) })),
       });
       if (!input.success) throw new UsageError(input.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('\n'));
-      const sale = await createSale(pool, input.data);
+      const sale = await createSale(pool, input.data, store.placeShards);
       await loadSale(pool, store, sale.saleId, false);
       return sale;
     }

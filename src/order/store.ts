@@ -73,11 +73,11 @@ export class Orders {
    * @throws pg constraint errors (23xxx, 22xxx) for an order PostgreSQL cannot store at all
    */
   async place(order: OrderInput): Promise<Outcome> {
-    const values = [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order))];
+    const values = [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order)), order.stockShard ?? 0];
     const refused = (reason: 'SOLD_OUT' | 'ALREADY_PURCHASED') =>
       this.pool.query(
-        `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at)
-         VALUES ($1, $2, $3, $4, 'REJECTED', $8, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
+        `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at, stock_shard)
+         VALUES ($1, $2, $3, $4, 'REJECTED', $9, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
         [...values, reason],
       );
     try {
@@ -85,8 +85,8 @@ export class Orders {
       // commit): every order of an item queues on that lock.
       const stored = await this.pool.query<{ inserted: number }>(
         `WITH inserted AS (
-           INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at)
-           VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $7) ON CONFLICT DO NOTHING RETURNING id
+           INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at, stock_shard)
+           VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING id
          ), counted AS (
            UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
          )
@@ -193,13 +193,13 @@ export class Orders {
     );
     const row = res.rows[0];
     if (!row) return undefined;
-    if (row.status === 'EXPIRED' || row.status === 'REJECTED') await this.reservations.release(order.saleId, order.itemId, order.orderId);
+    if (row.status === 'EXPIRED' || row.status === 'REJECTED') await this.reservations.release(order);
     return { ...outcome(row.status, row.paymentId, row.reason), priceMinor: row.priceMinor };
   }
 
   /** Rejects an order PostgreSQL would not store at all: its unit goes back to Redis stock. */
   async rejectUnstored(order: OrderInput, reason: string): Promise<Outcome> {
-    await this.reservations.release(order.saleId, order.itemId, order.orderId);
+    await this.reservations.release(order);
     return { status: 'REJECTED', reason };
   }
 
@@ -242,8 +242,8 @@ export class Orders {
     try {
       const stored = await this.pool.query<{ inserted: number; open: boolean }>(
         `WITH inserted AS (
-           INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at)
-           SELECT $1, $2, $3, $4, 'PAID', $5, $6, $7, $8 WHERE ${windowOpen('$8::timestamptz', 'now()')}
+           INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at, stock_shard)
+           SELECT $1, $2, $3, $4, 'PAID', $5, $6, $7, $8, $9 WHERE ${windowOpen('$8::timestamptz', 'now()')}
            ON CONFLICT DO NOTHING RETURNING id
          ), counted AS (
            UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
@@ -251,7 +251,7 @@ export class Orders {
            INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $6, id, $5 FROM inserted
          )
          SELECT count(*)::int AS inserted, ${windowOpen('$8::timestamptz', 'now()')} AS open FROM inserted`,
-        [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, payment.paymentId, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order))],
+        [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, payment.paymentId, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order)), order.stockShard ?? 0],
       );
       if (stored.rows[0].inserted === 1) return 'stored';
       return stored.rows[0].open ? 'not-stored' : 'closed';
@@ -268,7 +268,7 @@ export async function liveOrders(pool: Pool, saleId: number): Promise<OrderInput
   const res = await pool.query<OrderInput>(
     `SELECT id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", price_minor::float8 AS "priceMinor",
             (extract(epoch FROM reserved_at) * 1000)::float8 AS "reservedAtMs",
-            (extract(epoch FROM deadline_at - reserved_at) * 1000)::float8 AS "paymentWindowMs"
+            (extract(epoch FROM deadline_at - reserved_at) * 1000)::float8 AS "paymentWindowMs", stock_shard AS "stockShard"
      FROM orders WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`,
     [saleId],
   );

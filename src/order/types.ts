@@ -29,6 +29,11 @@ export interface OrderInput {
   paymentWindowMs: number;
   /** When Redis reserved the unit, ms since the epoch (UTC). */
   reservedAtMs: number;
+  /**
+   * The stock shard the unit was taken from and goes back to (src/reservation/layout.ts); absent in orders of
+   * one-shard sales and in workflows started before shards, which means shard 0.
+   */
+  stockShard?: number;
 }
 
 /**

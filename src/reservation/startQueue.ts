@@ -1,17 +1,23 @@
 /**
- * A sale's start queue: the Redis Stream `{sale:<id>}:accepted` that reserve.lua appends every accepted order
- * to, in the same atomic step as its reservation (I4). The starters (src/starter/starter.ts) read it through one
- * consumer group; an entry is acknowledged and deleted once its order's workflow exists, so the stream holds
- * only what is still to be started. Every command names one sale's key, so it runs unchanged on Redis Cluster.
+ * A sale's start queues: one Redis Stream per stock shard, `<shard tag>:accepted`, that reserve.lua and take.lua
+ * append every accepted order to, in the same atomic step as its reservation (I4). The starters
+ * (src/starter/starter.ts) read them through one consumer group each; an entry is acknowledged and deleted once
+ * its order's workflow exists, so a stream holds only what is still to be started. Every command names one
+ * shard's key, so it runs on the node owning that slot of a Redis Cluster.
+ *
+ * The methods take a sale and cover all its shards: an entry id is the stream's id on shard 0 and `<k>/<id>` on
+ * shard k (ids of different nodes may be equal), which is also how an entry tells its order's stock shard.
  */
 import type Redis from 'ioredis';
+import type { Cluster } from 'ioredis';
 import type { OrderInput } from '../order/types';
-import { saleKeys } from './store';
+import { shardKeys } from './layout';
+import type { LayoutSource } from './store';
 
 /** The consumer group every starter reads through. */
 export const STARTER_GROUP = 'starters';
 
-/** One entry of a start queue: the stream entry id (`<ms>-<seq>`, Redis' clock) and the order it accepted. */
+/** One entry of a start queue: the entry id (`<ms>-<seq>`, Redis' clock, after `<k>/` on shard k) and the order it accepted. */
 export interface QueuedOrder {
   entryId: string;
   order: OrderInput;
@@ -20,10 +26,19 @@ export interface QueuedOrder {
 /** Thrown for an entry without the fields reserve.lua writes; it stays pending (nothing can start it). */
 export class InvalidEntry extends Error {}
 
-/** A stream entry as Redis returns it: id and flat field/value list. */
+/** A stream entry as Redis returns it (its id after `<k>/` on shard k): id and flat field/value list. */
 export type RawEntry = [id: string, fields: string[] | null];
 
 const FIELDS = ['orderId', 'itemId', 'userId', 'reservedAtMs', 'priceMinor', 'paymentWindowMs'] as const;
+
+/** @returns the shard and the stream's own id of an entry id */
+function splitId(entryId: string): { shard: number; id: string } {
+  const slash = entryId.indexOf('/');
+  return slash < 0 ? { shard: 0, id: entryId } : { shard: Number(entryId.slice(0, slash)), id: entryId.slice(slash + 1) };
+}
+
+const joinId = (shard: number, id: string) => (shard === 0 ? id : `${shard}/${id}`);
+const tagged = (shard: number, entries: RawEntry[]): RawEntry[] => entries.map(([id, fields]) => [joinId(shard, id), fields]);
 
 /** @throws InvalidEntry when a field reserve.lua writes is missing or a number is not one */
 export function parseEntry(saleId: number, [entryId, fields]: RawEntry): QueuedOrder {
@@ -35,100 +50,145 @@ export function parseEntry(saleId: number, [entryId, fields]: RawEntry): QueuedO
   if (missing.length || Object.values(numbers).some((n) => !Number.isSafeInteger(n))) {
     throw new InvalidEntry(`start queue entry ${entryId} of sale ${saleId} is not an order (${missing.length ? `missing ${missing.join(', ')}` : 'bad number'})`);
   }
-  return { entryId, order: { orderId: value.get('orderId') as string, saleId, userId: value.get('userId') as string, ...numbers } };
+  return { entryId, order: { orderId: value.get('orderId') as string, saleId, userId: value.get('userId') as string, ...numbers, stockShard: splitId(entryId).shard } };
 }
 
 const isNoGroup = (err: unknown) => err instanceof Error && err.message.startsWith('NOGROUP');
 
 /** The start queues of all sales, over one Redis connection. Methods throw ioredis errors when Redis is unreachable. */
 export class StartQueue {
-  constructor(private readonly redis: Redis) {}
+  /** Per sale, the shard whose stream the next read starts with, so that no shard waits behind another. */
+  private readonly nextShard = new Map<number, number>();
+  /**
+   * The client's key prefix (REDIS_KEY_PREFIX), written out for XGROUP and XINFO: ioredis does not find the key
+   * of these container commands, so it neither prefixes it nor routes by it (a cluster node redirects: MOVED).
+   */
+  private readonly prefix: string;
+
+  constructor(
+    private readonly redis: Redis | Cluster,
+    private readonly layouts: LayoutSource,
+  ) {
+    this.prefix = redis.options.keyPrefix ?? '';
+  }
+
+  private async streams(saleId: number): Promise<string[]> {
+    return (await this.layouts.get(saleId)).tags.map((tag) => shardKeys(tag).startQueue);
+  }
 
   /**
-   * Creates the sale's consumer group at the stream's beginning (with the stream, if there is none yet), so
-   * every entry ever appended is delivered; a group that exists already is left as it is.
+   * Creates the consumer group of each of the sale's streams at its beginning (with the stream, if there is none
+   * yet), so every entry ever appended is delivered; a group that exists already is left as it is.
    */
   async ensureGroup(saleId: number): Promise<void> {
+    for (const key of await this.streams(saleId)) await this.ensureGroupOf(key);
+  }
+
+  private async ensureGroupOf(key: string): Promise<void> {
     try {
-      await this.redis.xgroup('CREATE', saleKeys(saleId).startQueue, STARTER_GROUP, '0', 'MKSTREAM');
+      await this.redis.xgroup('CREATE', this.prefix + key, STARTER_GROUP, '0', 'MKSTREAM');
     } catch (err) {
       if (!(err instanceof Error && err.message.startsWith('BUSYGROUP'))) throw err;
     }
   }
 
   /** Runs a group command, creating the group first when Redis says there is none (a new sale, or after data loss). */
-  private async inGroup<T>(saleId: number, command: () => Promise<T>): Promise<T> {
+  private async inGroup<T>(key: string, command: () => Promise<T>): Promise<T> {
     try {
       return await command();
     } catch (err) {
       if (!isNoGroup(err)) throw err;
-      await this.ensureGroup(saleId);
+      await this.ensureGroupOf(key);
       return command();
     }
   }
 
   /**
-   * Delivers up to `count` entries no starter has seen yet to `consumer` (XREADGROUP `>`, not blocking); they
-   * stay pending under its name until acknowledged.
+   * Delivers up to `count` entries no starter has seen yet to `consumer` (XREADGROUP `>`, not blocking), from
+   * the sale's shards in turn; they stay pending under its name until acknowledged.
    * @returns the raw entries; parse each with parseEntry
    */
   async read(saleId: number, consumer: string, count: number): Promise<RawEntry[]> {
-    const key = saleKeys(saleId).startQueue;
-    const reply = (await this.inGroup(saleId, () => this.redis.xreadgroup('GROUP', STARTER_GROUP, consumer, 'COUNT', count, 'STREAMS', key, '>'))) as
-      | [string, RawEntry[]][]
-      | null;
-    return reply?.[0]?.[1] ?? [];
+    const keys = await this.streams(saleId);
+    const first = (this.nextShard.get(saleId) ?? 0) % keys.length;
+    this.nextShard.set(saleId, first + 1);
+    const out: RawEntry[] = [];
+    for (let i = 0; i < keys.length && out.length < count; i++) {
+      const shard = (first + i) % keys.length;
+      const key = keys[shard];
+      const reply = (await this.inGroup(key, () => this.redis.xreadgroup('GROUP', STARTER_GROUP, consumer, 'COUNT', count - out.length, 'STREAMS', key, '>'))) as
+        | [string, RawEntry[]][]
+        | null;
+      out.push(...tagged(shard, reply?.[0]?.[1] ?? []));
+    }
+    return out;
   }
 
   /**
    * Takes over, for `consumer`, up to `count` entries that have been pending with any starter for at least
-   * minIdleMs (XAUTOCLAIM): a starter that died, or one that could not start them.
+   * minIdleMs (XAUTOCLAIM): a starter that died, or one that could not start them. The sweep goes through the
+   * shards one after another.
    * @param cursor where the previous sweep of the pending entries stopped ('0-0' to begin)
-   * @returns the claimed raw entries and where to go on ('0-0' once the sweep went round)
+   * @returns the claimed raw entries and where to go on ('0-0' once the sweep went round every shard)
    */
   async claim(saleId: number, consumer: string, minIdleMs: number, count: number, cursor: string): Promise<{ entries: RawEntry[]; cursor: string }> {
-    const key = saleKeys(saleId).startQueue;
-    const [next, entries] = (await this.inGroup(saleId, () => this.redis.xautoclaim(key, STARTER_GROUP, consumer, minIdleMs, cursor, 'COUNT', count))) as [
-      string,
-      RawEntry[],
-    ];
+    const keys = await this.streams(saleId);
+    const at = splitId(cursor);
+    const shard = at.shard < keys.length ? at.shard : 0;
+    const key = keys[shard];
+    const [next, entries] = (await this.inGroup(key, () => this.redis.xautoclaim(key, STARTER_GROUP, consumer, minIdleMs, at.id, 'COUNT', count))) as [string, RawEntry[]];
+    const nextCursor = next !== '0-0' ? joinId(shard, next) : shard + 1 < keys.length ? joinId(shard + 1, '0-0') : '0-0';
     // Redis 6.2 returned deleted entries with nil fields; they have no order to start.
-    return { entries: entries.filter(([, fields]) => fields !== null), cursor: next };
+    return { entries: tagged(shard, entries.filter(([, fields]) => fields !== null)), cursor: nextCursor };
   }
 
-  /** Acknowledges entries whose workflow exists and deletes them from the stream, in one MULTI. */
+  /** Acknowledges entries whose workflow exists and deletes them from their streams, in one MULTI per shard. */
   async done(saleId: number, entryIds: readonly string[]): Promise<void> {
-    const key = saleKeys(saleId).startQueue;
-    const replies = await this.redis.multi().xack(key, STARTER_GROUP, ...entryIds).xdel(key, ...entryIds).exec();
-    const failed = replies?.find(([err]) => err);
-    if (failed) throw failed[0];
+    const keys = await this.streams(saleId);
+    const byShard = new Map<number, string[]>();
+    for (const entryId of entryIds) {
+      const { shard, id } = splitId(entryId);
+      byShard.set(shard, [...(byShard.get(shard) ?? []), id]);
+    }
+    for (const [shard, ids] of byShard) {
+      const key = keys[shard];
+      const replies = await this.redis.multi().xack(key, STARTER_GROUP, ...ids).xdel(key, ...ids).exec();
+      const failed = replies?.find(([err]) => err);
+      if (failed) throw failed[0];
+    }
   }
 
   /**
-   * @returns entries still to be started (pending with a starter or not yet read) and the age of the oldest
-   *   one in ms, from its entry id's Redis time (null when the queue is empty)
+   * @returns entries still to be started over the sale's shards (pending with a starter or not yet read) and
+   *   the age of the oldest one in ms, from its entry id's Redis time (null when the queues are empty)
    */
   async depth(saleId: number, nowMs: number): Promise<{ waiting: number; oldestAgeMs: number | null }> {
-    const key = saleKeys(saleId).startQueue;
-    const [[, waiting], [, first]] = (await this.redis.multi().xlen(key).xrange(key, '-', '+', 'COUNT', 1).exec()) as [
-      [Error | null, number],
-      [Error | null, RawEntry[]],
-    ];
-    const oldest = first[0] ? Number(first[0][0].split('-')[0]) : undefined;
+    let waiting = 0;
+    let oldest: number | undefined;
+    for (const key of await this.streams(saleId)) {
+      const [[, length], [, first]] = (await this.redis.multi().xlen(key).xrange(key, '-', '+', 'COUNT', 1).exec()) as [
+        [Error | null, number],
+        [Error | null, RawEntry[]],
+      ];
+      waiting += length;
+      const at = first[0] ? Number(first[0][0].split('-')[0]) : undefined;
+      if (at !== undefined && (oldest === undefined || at < oldest)) oldest = at;
+    }
     return { waiting, oldestAgeMs: oldest === undefined ? null : Math.max(0, nowMs - oldest) };
   }
 
   /**
-   * Removes `consumer` from the sale's group if it holds no pending entry (a starter stopping cleanly; one that
-   * still holds entries stays, so that others can claim them).
+   * Removes `consumer` from the sale's groups where it holds no pending entry (a starter stopping cleanly; one
+   * that still holds entries stays, so that others can claim them).
    */
   async leave(saleId: number, consumer: string): Promise<void> {
-    const key = saleKeys(saleId).startQueue;
-    const consumers = (await this.redis.xinfo('CONSUMERS', key, STARTER_GROUP).catch((err: unknown) => {
-      if (isNoGroup(err) || (err instanceof Error && /no such key/i.test(err.message))) return [];
-      throw err;
-    })) as (string | number)[][];
-    const mine = consumers.find((fields) => fields[fields.indexOf('name') + 1] === consumer);
-    if (mine && mine[mine.indexOf('pending') + 1] === 0) await this.redis.xgroup('DELCONSUMER', key, STARTER_GROUP, consumer);
+    for (const key of await this.streams(saleId)) {
+      const consumers = (await this.redis.xinfo('CONSUMERS', this.prefix + key, STARTER_GROUP).catch((err: unknown) => {
+        if (isNoGroup(err) || (err instanceof Error && /no such key/i.test(err.message))) return [];
+        throw err;
+      })) as (string | number)[][];
+      const mine = consumers.find((fields) => fields[fields.indexOf('name') + 1] === consumer);
+      if (mine && mine[mine.indexOf('pending') + 1] === 0) await this.redis.xgroup('DELCONSUMER', this.prefix + key, STARTER_GROUP, consumer);
+    }
   }
 }

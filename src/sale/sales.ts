@@ -6,6 +6,7 @@ import type { Pool } from 'pg';
 import { z } from 'zod';
 import { inTransaction } from '../db';
 import { liveOrders } from '../order/store';
+import { MAX_SHARDS } from '../reservation/layout';
 import type { ReservationStore } from '../reservation/store';
 
 const LAST_RFC3339_MS = Date.UTC(10000, 0, 1);
@@ -29,6 +30,8 @@ export const SaleInput = z
           quantity: z.number().int().min(0).max(10_000_000),
           priceMinor: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
           currency: z.string().regex(/^[A-Z]{3}$/).default('EUR'),
+          /** Stock shards of a hot item, each on its own Redis Cluster master (src/reservation/layout.ts); 1 when absent. */
+          stockShards: z.number().int().min(1).max(MAX_SHARDS).optional(),
         }),
       )
       .min(1)
@@ -52,6 +55,7 @@ export interface SaleItem {
   sold: number;
   priceMinor: number;
   currency: string;
+  stockShards: number;
 }
 
 export interface Sale {
@@ -63,8 +67,13 @@ export interface Sale {
   items: SaleItem[];
 }
 
-/** Inserts the sale and its items in one transaction. @returns the stored sale with item ids */
-export async function createSale(pool: Pool, input: SaleInput): Promise<Sale> {
+/**
+ * Inserts the sale and its items in one transaction, with the hash tags of its stock shards (as many as its
+ * items ask for at most) as placeShards chooses them from the Redis slot map (ReservationStore.placeShards).
+ * @returns the stored sale with item ids
+ * @throws LayoutError (from placeShards) when the shards cannot sit on distinct masters; nothing is stored
+ */
+export async function createSale(pool: Pool, input: SaleInput, placeShards: ReservationStore['placeShards']): Promise<Sale> {
   const saleId = await inTransaction(pool, async (tx) => {
     const sale = await tx.query<{ id: number }>(
       'INSERT INTO sale_events (name, starts_at, ends_at, payment_window_ms) VALUES ($1, $2, $3, $4) RETURNING id',
@@ -72,14 +81,17 @@ export async function createSale(pool: Pool, input: SaleInput): Promise<Sale> {
       [input.name, new Date(input.startsAt), new Date(input.endsAt), input.paymentWindowMs],
     );
     const id = sale.rows[0].id;
+    const shards = Math.max(...input.items.map((item) => item.stockShards ?? 1));
+    if (shards > 1) await tx.query('UPDATE sale_events SET shard_tags = $2 WHERE id = $1', [id, placeShards(id, shards)]);
     for (const item of input.items) {
-      await tx.query('INSERT INTO items (sale_id, product_id, name, quantity, price_minor, currency) VALUES ($1, $2, $3, $4, $5, $6)', [
+      await tx.query('INSERT INTO items (sale_id, product_id, name, quantity, price_minor, currency, stock_shards) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
         id,
         item.productId,
         item.name ?? item.productId,
         item.quantity,
         item.priceMinor,
         item.currency,
+        item.stockShards ?? 1,
       ]);
     }
     return id;
@@ -98,7 +110,8 @@ export async function findSale(pool: Pool, saleId: number): Promise<Sale | undef
   );
   if (sale.rowCount !== 1) return undefined;
   const items = await pool.query<SaleItem>(
-    `SELECT id AS "itemId", product_id AS "productId", name, quantity, sold, price_minor::float8 AS "priceMinor", currency
+    `SELECT id AS "itemId", product_id AS "productId", name, quantity, sold, price_minor::float8 AS "priceMinor", currency,
+            stock_shards AS "stockShards"
      FROM items WHERE sale_id = $1 ORDER BY id`,
     [saleId],
   );
@@ -118,7 +131,8 @@ export async function recentSaleIds(pool: Pool): Promise<number[]> {
 export class RebuildRefused extends Error {}
 
 /**
- * Loads the sale's stock into Redis: quantity − sold per item (sold = pending + paid, I2). Idempotent; with
+ * Loads the sale's stock into Redis: quantity − sold per item (sold = pending + paid, I2), per stock shard
+ * (ReservationStore.load). Idempotent; with
  * rebuild, replaces Redis' view of the sale (stock, buyers, reservations) from PostgreSQL after Redis lost data.
  * A rebuild is refused while Redis still holds the sale's stock, unless forced: reservations whose orders
  * PostgreSQL has not stored yet (in flight, or backlogged in the worker) would be dropped and their units
@@ -135,11 +149,10 @@ export async function loadSale(pool: Pool, store: ReservationStore, saleId: numb
       throw new RebuildRefused(`sale ${saleId}: Redis still holds its stock; a rebuild would drop reservations not yet in PostgreSQL (force to override)`);
     }
   }
-  const live = rebuild ? await liveOrders(pool, saleId) : [];
   await store.load(
     saleId,
-    sale.items.map((item) => ({ itemId: item.itemId, available: item.quantity - item.sold })),
-    live,
+    sale.items.map((item) => ({ itemId: item.itemId, quantity: item.quantity })),
+    await liveOrders(pool, saleId),
     rebuild,
   );
   return sale;

@@ -8,7 +8,8 @@ import { once } from 'node:events';
 import { loadConfig } from '../config';
 import { createPool } from '../db';
 import { createLogger } from '../logger';
-import { createRedis } from '../reservation/store';
+import { SaleLayouts } from '../reservation/layout';
+import { createRedis, ReservationStore } from '../reservation/store';
 import { OrderWorkflows } from '../temporal';
 import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
 import { createStarter } from './starter';
@@ -23,7 +24,8 @@ async function main(): Promise<void> {
   await checkAtStart('postgres', pool.query('SELECT 1'), (line) => log.warn(line));
   const workflows = await reachTemporal(config, OrderWorkflows.connect(config));
   const noop = () => undefined;
-  const starter = createStarter(config, { redis, pool, workflows, log }, { onStarted: noop, onFailure: noop, onBacklog: noop });
+  const store = new ReservationStore(redis, new SaleLayouts(pool));
+  const starter = createStarter(config, { redis, store, pool, workflows, log }, { onStarted: noop, onFailure: noop, onBacklog: noop });
   starter.start();
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'starter running');
   const stop = () => {

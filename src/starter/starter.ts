@@ -20,7 +20,7 @@
  *   starts drains no later for being started meanwhile; the orders are payable from the 202 on. An idle
  *   starter also waits out the first window of orders after a quiet one, whose pace is not known yet.
  * - Entries pending with any starter for claimIdleMs or more are claimed (XAUTOCLAIM): those of a process that
- *   died, and those that failed here. claimIdleMs exceeds a start's deadline, so a start still in flight
+ *   died, and those that failed here. On the same sweep, purchase claims older than claimIdleMs are repaired. claimIdleMs exceeds a start's deadline, so a start still in flight
  *   elsewhere is not claimed; if one is, its second start finds the workflow and counts as started.
  * - Sales are polled one by one (each on its own key, as Redis Cluster requires), at most POLL_BATCH per turn
  *   and the busiest first: right away when this process has just reserved in the sale, else at an interval
@@ -30,10 +30,12 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type Redis from 'ioredis';
+import type { Cluster } from 'ioredis';
 import type { Pool } from 'pg';
 import type { Config } from '../config';
 import type { OrderInput } from '../order/types';
 import type { Logger } from '../logger';
+import type { ReservationStore } from '../reservation/store';
 import { InvalidEntry, parseEntry, StartQueue, type QueuedOrder, type RawEntry } from '../reservation/startQueue';
 import type { OrderWorkflows } from '../temporal';
 import { AcceptancePace, PACE_WINDOW_MS } from './pacing';
@@ -44,6 +46,11 @@ export type StartFailure = 'resource_exhausted' | 'unavailable' | 'deadline_exce
 
 export interface StarterDeps {
   queue: StartQueue;
+  /**
+   * Settles or undoes the sale's purchase claims older than claimIdleMs (ReservationStore.repairClaims): those
+   * of an API process that died between the claim and its outcome, on a sale of several stock shards.
+   */
+  repairClaims(saleId: number, olderThanMs: number): Promise<{ settled: number; undone: number }>;
   /** Starts the order's workflow; 'already-started' when its id exists. */
   start(order: OrderInput): Promise<'started' | 'already-started'>;
   /** The sales whose queues may hold entries (cached by the caller). */
@@ -279,6 +286,7 @@ export class Starter {
       if (free <= 0 || !this.running || Date.now() < this.pausedUntil) return;
       const raw: RawEntry[] = [];
       if (now >= state.nextClaimAt) {
+        if (state.claimCursor === '0-0') await this.repair(saleId);
         const claimed = await this.deps.queue.claim(saleId, this.deps.consumer, this.deps.claimIdleMs, free, state.claimCursor);
         state.claimCursor = claimed.cursor;
         // A sweep that went round waits; one that stopped part-way goes on at the next poll.
@@ -297,6 +305,16 @@ export class Starter {
       state.intervalMs = raw.length ? MIN_POLL_MS : Math.min(MAX_POLL_MS, state.intervalMs * 2);
       state.lastPollAt = now;
       state.nextPollAt = now + state.intervalMs;
+    }
+  }
+
+  /** Repairs the sale's stale purchase claims; a failure is logged and tried again at the next sweep. */
+  private async repair(saleId: number): Promise<void> {
+    try {
+      const repaired = await this.deps.repairClaims(saleId, this.deps.claimIdleMs);
+      if (repaired.settled || repaired.undone) this.deps.log.warn({ saleId, ...repaired }, 'purchase claims left by a crash repaired');
+    } catch (err) {
+      this.deps.log.warn({ err, saleId }, 'purchase claims not repaired; trying again at the next sweep');
     }
   }
 
@@ -382,17 +400,18 @@ export class Starter {
 /**
  * The starter of one process (the API's, or `npm run starter`'s), from the configuration: it polls the recent
  * sales' start queues over `redis` (a connection of its own: its reads must not queue behind the purchases'
- * scripts) as a consumer named after the host and process, and starts on the configured task queue.
+ * scripts), repairs claims through `store`, as a consumer named after the host and process, and starts on the configured task queue.
  * @param hooks what the process does with each start, failure and backlog reading (metrics)
  */
 export function createStarter(
   config: Config,
-  clients: { redis: Redis; pool: Pool; workflows: OrderWorkflows; log: Logger },
+  clients: { redis: Redis | Cluster; store: ReservationStore; pool: Pool; workflows: OrderWorkflows; log: Logger },
   hooks: Pick<StarterDeps, 'onStarted' | 'onFailure' | 'onBacklog'>,
 ): Starter {
   const recentSales = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS);
   return new Starter({
-    queue: new StartQueue(clients.redis),
+    queue: new StartQueue(clients.redis, clients.store.layouts),
+    repairClaims: (saleId, olderThanMs) => clients.store.repairClaims(saleId, olderThanMs),
     start: (order) => clients.workflows.start(order),
     saleIds: () => recentSales.ids(),
     taskBacklog: () => clients.workflows.taskBacklog(),

@@ -14,6 +14,7 @@ import { Orders } from '../order/store';
 import { createLogger, type Logger } from '../logger';
 import { workflowBundle, type BundleOption } from './bundle';
 import { createRedis, ReservationStore } from '../reservation/store';
+import { SaleLayouts } from '../reservation/layout';
 import { causeOf, checkAtStart, reachTemporal } from '../startup';
 
 /** A worker and the clients it owns; `shutdown` stops polling, waits for in-flight tasks, then closes them. */
@@ -62,7 +63,7 @@ export async function startWorker(
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...bundle,
-    activities: { ...extraActivities, ...createActivities({ orders: new Orders(pool, new ReservationStore(redis)), events }) },
+    activities: { ...extraActivities, ...createActivities({ orders: new Orders(pool, new ReservationStore(redis, new SaleLayouts(pool))), events }) },
     maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
     maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
     maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,

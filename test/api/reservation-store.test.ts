@@ -42,11 +42,11 @@ async function newSale(quantity: number) {
 test('releasing the same order twice returns exactly one unit', async () => {
   const { saleId, itemId, keys, stock } = await newSale(10);
   const orderId = randomUUID();
-  expect(await clients.store.reserve(order(saleId, itemId, 'twice', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 9 });
+  expect(await clients.store.reserve(order(saleId, itemId, 'twice', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0 });
 
-  expect(await clients.store.release(saleId, itemId, orderId)).toBe(true);
+  expect(await clients.store.release({ saleId, itemId, orderId, userId: 'twice' })).toBe(true);
   expect(await stock()).toBe(10);
-  expect(await clients.store.release(saleId, itemId, orderId)).toBe(false);
+  expect(await clients.store.release({ saleId, itemId, orderId, userId: 'twice' })).toBe(false);
   expect(await stock()).toBe(10);
   expect(await clients.redis.exists(keys.buyers, keys.reservations)).toBe(0);
 });
@@ -56,10 +56,10 @@ test('a stale release (A, then the buyer reserves B, then A again) changes nothi
   const orderA = randomUUID();
   const orderB = randomUUID();
   await clients.store.reserve(order(saleId, itemId, 'stale', orderA));
-  expect(await clients.store.release(saleId, itemId, orderA)).toBe(true);
-  expect(await clients.store.reserve(order(saleId, itemId, 'stale', orderB))).toEqual({ kind: 'RESERVED', stockLeft: 9 });
+  expect(await clients.store.release({ saleId, itemId, orderId: orderA, userId: 'stale' })).toBe(true);
+  expect(await clients.store.reserve(order(saleId, itemId, 'stale', orderB))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0 });
 
-  expect(await clients.store.release(saleId, itemId, orderA)).toBe(false);
+  expect(await clients.store.release({ saleId, itemId, orderId: orderA, userId: 'stale' })).toBe(false);
   expect(await stock()).toBe(9);
   expect(await clients.redis.hgetall(keys.buyers)).toEqual({ stale: orderB });
   expect(Object.keys(await clients.redis.hgetall(keys.reservations))).toEqual([orderB]);
@@ -73,7 +73,7 @@ test('a release naming another item than the reservation is refused and changes 
   await clients.store.reserve(order(saleId, itemId, 'mismatch', orderId));
   const before = await clients.redis.hgetall(keys.reservations);
 
-  await expect(clients.store.release(saleId, itemId + 1, orderId)).rejects.toThrow(/ITEM_MISMATCH/);
+  await expect(clients.store.release({ saleId, itemId: itemId + 1, orderId, userId: 'mismatch' })).rejects.toThrow(/ITEM_MISMATCH/);
   expect(await stock()).toBe(2);
   expect(await clients.redis.hgetall(keys.reservations)).toEqual(before);
 });
@@ -100,8 +100,8 @@ test('after SCRIPT FLUSH, reserve and release still work (EVALSHA falls back to 
 
   await clients.redis.script('FLUSH');
   const orderId = randomUUID();
-  expect(await clients.store.reserve(order(saleId, itemId, 'after-flush', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 3 });
+  expect(await clients.store.reserve(order(saleId, itemId, 'after-flush', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 3, stockShard: 0 });
   await clients.redis.script('FLUSH');
-  expect(await clients.store.release(saleId, itemId, orderId)).toBe(true);
+  expect(await clients.store.release({ saleId, itemId, orderId, userId: 'after-flush' })).toBe(true);
   expect(await stock()).toBe(4);
 });

@@ -96,7 +96,7 @@ async function reservedOrder(quantity = 10): Promise<OrderInput> {
     reservedAtMs: await env.currentTimeMs(),
   };
   const outcome = await clients.store.reserve(order);
-  expect(outcome).toEqual({ kind: 'RESERVED', stockLeft: quantity - 1 });
+  expect(outcome).toEqual({ kind: 'RESERVED', stockLeft: quantity - 1, stockShard: 0 });
   return order;
 }
 

@@ -50,6 +50,7 @@ async function startOrder(paymentWindowMs: number): Promise<{ order: OrderInput;
   expect(await clients.store.reserve(order)).toEqual({
     kind: 'RESERVED',
     stockLeft: 4,
+    stockShard: 0,
   });
   await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
   return { order, handle: temporal.workflow.getHandle(order.orderId) };

@@ -27,6 +27,7 @@ import { createPool } from '../../src/db';
 import { CROWD_IP_LIMIT, pressAll, saleGateOf } from '../shared/crowd';
 import { freePort, startChild } from '../shared/processes';
 import { createRedis, ReservationStore, saleKeys } from '../../src/reservation/store';
+import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/temporal';
 import { appendResult } from '../shared/benchResults';
@@ -76,7 +77,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
   const config = loadConfig(env);
   const pool = createPool(config);
   const redis = createRedis(config);
-  const store = new ReservationStore(redis);
+  const store = new ReservationStore(redis, new SaleLayouts(pool));
   const temporal = await connectTemporal(config);
   const logs = mkdtempSync(join(tmpdir(), 'bench-accept-'));
   const children = [
@@ -94,7 +95,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
       endsAt: new Date(now + 3_600_000).toISOString(),
       paymentWindowMs: 1000,
       items: [{ productId: 'bench', quantity: ORDERS, priceMinor: 100, currency: 'EUR' }],
-    });
+    }, store.placeShards);
     await loadSale(pool, store, sale.saleId, false);
     return { saleId: sale.saleId, itemId: sale.items[0].itemId };
   };
@@ -113,7 +114,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
       endsAt: new Date(Date.now() + 7_200_000).toISOString(),
       paymentWindowMs: 1000,
       items: [{ productId: 'warmup', quantity: 1, priceMinor: 100, currency: 'EUR' }],
-    });
+    }, store.placeShards);
     const warmup = Array.from({ length: ORDERS }, (_, i) => ({ buyer: `w${i}`, itemId: later.items[0].itemId, token: sign({ sub: `warmup-${i}-${randomUUID()}` }) }));
     for (const url of [baseUrl, bareUrl]) await pressAll({ baseUrl: url, presses: warmup, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 });
     for (const mode of MODES) {

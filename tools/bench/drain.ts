@@ -24,6 +24,7 @@ import { createPool } from '../../src/db';
 import { freePort, startChild } from '../shared/processes';
 import type { OrderInput } from '../../src/order/types';
 import { createRedis, ReservationStore, saleKeys } from '../../src/reservation/store';
+import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
@@ -117,7 +118,7 @@ export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindF
   const config = loadConfig({ ...process.env, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: taskQueue });
   const pool = createPool(config);
   const redis = createRedis(config);
-  const store = new ReservationStore(redis);
+  const store = new ReservationStore(redis, new SaleLayouts(pool));
   const temporal = await connectTemporal(config);
   const logDir = mkdtempSync(join(tmpdir(), 'bench-drain-'));
   const metricsPort = await freePort();
@@ -147,7 +148,7 @@ export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindF
         endsAt: new Date(now + 3_600_000).toISOString(),
         paymentWindowMs,
         items: [{ productId: 'bench', quantity: ORDERS, priceMinor: PRICE, currency: 'EUR' }],
-      });
+      }, store.placeShards);
       await loadSale(pool, store, sale.saleId, false);
       return { saleId: sale.saleId, itemId: sale.items[0].itemId, paymentWindowMs };
     };

@@ -33,6 +33,7 @@ import { SaleGates } from '../../src/api/saleGate';
 import { loadConfig, type Config } from '../../src/config';
 import { createPool } from '../../src/db';
 import { createRedis, ReservationStore } from '../../src/reservation/store';
+import { SaleLayouts } from '../../src/reservation/layout';
 import { appendResult } from '../shared/benchResults';
 import { CROWD_IP_LIMIT } from '../shared/crowd';
 import { createSale, loadSale } from '../../src/sale/sales';
@@ -232,6 +233,7 @@ async function main(): Promise<void> {
   const config = benchConfig();
   const pool = createPool(config);
   const redis = createRedis(config);
+  const store = new ReservationStore(redis, new SaleLayouts(pool));
   const now = Date.now();
   const sale = await createSale(pool, {
     name: `bench-soldout-${randomUUID()}`,
@@ -239,8 +241,8 @@ async function main(): Promise<void> {
     endsAt: new Date(now + 3_600_000).toISOString(),
     paymentWindowMs: 600_000,
     items: [{ productId: 'bench', quantity: 0, priceMinor: 100, currency: 'EUR' }],
-  });
-  await loadSale(pool, new ReservationStore(redis), sale.saleId, false);
+  }, store.placeShards);
+  await loadSale(pool, store, sale.saleId, false);
   const path = `/api/flash-sales/items/${sale.items[0].itemId}/purchase`;
   const gate = new SaleGates(config.SALE_GATE_SECRET).of(sale.saleId);
 

@@ -28,6 +28,7 @@ import { createKafka } from '../../src/kafka';
 import { CROWD_IP_LIMIT, saleGateOf } from '../shared/crowd';
 import { freePort, startChild, type Child } from '../shared/processes';
 import { createRedis, ReservationStore, saleKeys, type FlashRedis } from '../../src/reservation/store';
+import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
@@ -483,7 +484,7 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet): Promise<Ru
     endsAt: new Date(Date.now() + 3_600_000).toISOString(),
     paymentWindowMs: windowMs,
     items: quantities.map((q, i) => ({ productId: `chaos-${i}`, quantity: q, priceMinor, currency: 'EUR' })),
-  });
+  }, clients.store.placeShards);
   await loadSale(clients.pool, clients.store, created.saleId, false);
   const seen: Observed = { accepted: [], fiveHundreds: [], payments: [] };
   const opened = Date.now();
@@ -552,7 +553,7 @@ export async function runCampaign(options: CampaignOptions): Promise<RunResult[]
   const redis = createRedis(config);
   redis.on('error', () => undefined);
   const pool = createPool(config);
-  const clients: Clients = { config, pool, redis, store: new ReservationStore(redis), temporal: await connectTemporal(config) };
+  const clients: Clients = { config, pool, redis, store: new ReservationStore(redis, new SaleLayouts(pool)), temporal: await connectTemporal(config) };
   const results: RunResult[] = [];
   try {
     await Promise.all([fleet.startApi(0), fleet.startApi(1), fleet.startWorker(0), fleet.startWorker(1)]);

@@ -26,7 +26,9 @@ import { createPool } from '../../src/db';
 import { createKafka } from '../../src/kafka';
 import { MACHINE_PARTS, machineCpu, type MachineCpu } from '../shared/procCpu';
 import { bucketQuantile, countAbove, counter, histogram } from '../shared/promText';
-import { createRedis, ReservationStore, saleKeys } from '../../src/reservation/store';
+import { createRedis, ReservationStore } from '../../src/reservation/store';
+import { StartQueue } from '../../src/reservation/startQueue';
+import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/temporal';
 import { paymentDeadlineMs, type Order, type OrderInput } from '../../src/order/types';
@@ -54,6 +56,8 @@ export interface DemoOptions {
   rate: number;
   priceMinor: number;
   apiPort: number;
+  /** Stock shards per item (each on its own master of a Redis Cluster, REDIS_CLUSTER_NODES). */
+  stockShards: number;
   taskQueue: string;
   /** Hard cap on the whole run, ms. */
   maxDurationMs: number;
@@ -77,6 +81,7 @@ export const DEFAULT_DEMO: Omit<DemoOptions, 'print'> = {
   rate: 0,
   priceMinor: 1999,
   apiPort: 3000,
+  stockShards: 1,
   taskQueue: 'flash-sale-orders',
   maxDurationMs: 45 * 60_000,
   reportDir: 'reports',
@@ -365,7 +370,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 
   const pool = createPool(config);
   const redis = createRedis(config, { maxRetriesPerRequest: 3 });
-  const store = new ReservationStore(redis);
+  const store = new ReservationStore(redis, new SaleLayouts(pool));
   const temporal = await connectTemporal(config);
   const children: Child[] = [];
   const payments = newPaymentTally();
@@ -397,8 +402,14 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       startsAt: new Date(saleStartMs).toISOString(),
       endsAt: new Date(saleStartMs + options.maxDurationMs).toISOString(),
       paymentWindowMs: options.paymentWindowMs,
-      items: Array.from({ length: options.items }, (_, i) => ({ productId: `item-${i + 1}`, quantity: options.quantity, priceMinor: options.priceMinor, currency: 'EUR' })),
-    });
+      items: Array.from({ length: options.items }, (_, i) => ({
+        productId: `item-${i + 1}`,
+        quantity: options.quantity,
+        priceMinor: options.priceMinor,
+        currency: 'EUR',
+        stockShards: options.stockShards,
+      })),
+    }, store.placeShards);
     await loadSale(pool, store, sale.saleId, false);
     const itemIds = sale.items.map((i) => i.itemId);
     const totalUnits = options.quantity * options.items;
@@ -501,7 +512,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       return Object.fromEntries(res.rows.map((r) => [r.status, r.n])) as Record<string, number>;
     };
     // Accepted orders whose workflow is not started yet (their start queue entries).
-    const queued = () => redis.xlen(saleKeys(sale.saleId).startQueue);
+    const startQueue = new StartQueue(redis, store.layouts);
+    const queued = async () => (await startQueue.depth(sale.saleId, Date.now())).waiting;
     /** @returns when the start queue was first seen empty (every accepted order's workflow started), polled every 100 ms */
     const lastStarted = async () => {
       while ((await queued()) > 0 && Date.now() < hardStopMs) await sleep(100);

@@ -8,6 +8,7 @@
  *                                            a flag other than true/false → 400 INVALID_QUERY, nothing loaded
  * GET  /api/admin/sales/{saleId}             sale, items, and each item's Redis stock → 200
  */
+import { LayoutError } from '../../reservation/layout';
 import type { Context } from 'koa';
 import { parseId } from '../../ids';
 import { createSale, findSale, loadSale, RebuildRefused, SaleInput, type Sale } from '../../sale/sales';
@@ -31,7 +32,14 @@ export function createSaleHandler(deps: AppDeps) {
       // has the documented shape and breaks a rule of the sale, 422; any shape fault is 400.
       return reply(ctx, input.error.issues.every((i) => i.code === 'custom') ? 'INVALID_SALE' : 'INVALID_BODY', { details });
     }
-    const sale = await createSale(deps.pool, input.data);
+    let sale;
+    try {
+      sale = await createSale(deps.pool, input.data, deps.store.placeShards);
+    } catch (err) {
+      // More stock shards than the cluster has masters: nothing was stored.
+      if (err instanceof LayoutError) return reply(ctx, 'INVALID_SALE', { details: [`items: ${err.message}`] });
+      throw err;
+    }
     await loadSale(deps.pool, deps.store, sale.saleId, false);
     deps.log.info({ saleId: sale.saleId, items: sale.items.length }, 'sale created');
     ctx.status = 201;

@@ -124,9 +124,17 @@ export function purchaseHandler({ catalog, store, soldOut, starter, metrics, log
       case 'NOT_LOADED':
         log.error({ itemId, saleId: item.saleId }, 'stock not loaded in redis: run `npm run sale -- load`');
         return reply(ctx, 'STOCK_NOT_LOADED');
+      case 'NOT_REPLICATED':
+        // The reservation and its queue entry exist on the master: the order is the starter's like any other,
+        // and the buyer's retry answers 409 with its id. Only the promise that a failover keeps it is missing.
+        log.warn({ itemId, orderId: outcome.orderId, replicas: outcome.replicas }, 'reservation not on enough replicas in time');
+        starter.notice(item.saleId);
+        return reply(ctx, 'RESERVATION_NOT_REPLICATED');
     }
     metrics.reservations.inc();
-    if (outcome.stockLeft === 0) soldOut.flag(item.saleId, itemId);
+    // The last unit of a one-shard item: sold out. A sharded item's other shards may hold units still; its
+    // flag waits for the SOLD_OUT that finds every shard empty.
+    if (outcome.stockLeft === 0 && item.stockShards === 1) soldOut.flag(item.saleId, itemId);
     // The reservation and its start queue entry are in Redis: the order is accepted, its workflow is the
     // starter's to start (I4). This process's starter is told, so the start does not wait for its next poll.
     starter.notice(item.saleId);

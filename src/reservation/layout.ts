@@ -1,0 +1,131 @@
+/**
+ * Where a sale lives in Redis: its stock shards. A sale has S shards (the most any of its items asked for, at
+ * least 1); shard k is one Redis hash tag, so each shard's keys sit in one slot and a Lua script may touch them
+ * together. Shard 0's tag is `{sale:<id>}`, the tag of every sale before shards existed. On a cluster, the tags
+ * are chosen from the slot map so that the shards sit on distinct masters (hash tags alone do not spread them).
+ *
+ * - An item with s ≤ S stock shards keeps its stock on shards 0..s−1, quantity split as evenly as it goes.
+ * - A buyer's home shard, crc32(userId) mod S, holds the buyer's live order for the whole sale (I3): every
+ *   check of one-per-buyer for that buyer runs there, whatever item or stock shard the unit comes from.
+ * - An order's unit is taken from, and goes back to, one stock shard (orders.stock_shard; I2 per shard).
+ *
+ * The layout is fixed when the sale is made (sale_events.shard_tags, items.stock_shards), so it is cached for
+ * good once read.
+ */
+import { crc32 } from 'node:zlib';
+import type { Pool } from 'pg';
+
+/** Stock shards an item may ask for at most (a sale's shards are bounded the same). */
+export const MAX_SHARDS = 64;
+
+/** A sale's stock shards: one hash tag per shard, and each item's number of stock shards (1..tags.length). */
+export interface SaleLayout {
+  saleId: number;
+  tags: readonly string[];
+  itemShards: ReadonlyMap<number, number>;
+}
+
+/** Thrown when a sale or an item is not in PostgreSQL, or a layout cannot be placed. */
+export class LayoutError extends Error {}
+
+/** @returns the tag of a sale's shard 0, the tag of every key of a one-shard sale */
+export function baseTag(saleId: number): string {
+  return `{sale:${saleId}}`;
+}
+
+/** @returns the layout of a sale of one shard with the given items, as every sale before shards */
+export function oneShard(saleId: number, itemIds: readonly number[]): SaleLayout {
+  return { saleId, tags: [baseTag(saleId)], itemShards: new Map(itemIds.map((id) => [id, 1])) };
+}
+
+/** Redis keys of one shard; every key carries the shard's hash tag (one slot). */
+export function shardKeys(tag: string) {
+  return {
+    /** Live order per buyer homed on this shard: hash userId → orderId (I3). */
+    buyers: `${tag}:buyers`,
+    /** Orders whose unit this shard's stock gave: hash orderId → itemId|userId|reservedAtMs|priceMinor|paymentWindowMs. */
+    reservations: `${tag}:reservations`,
+    /** Stream of orders reserved on this shard whose workflow is still to be started (consumer group: the starters). */
+    startQueue: `${tag}:accepted`,
+    /** Buyers homed here whose unit is being sought on another shard: sorted set `orderId|itemId|userId` by claim time (ms). */
+    claims: `${tag}:claims`,
+    stock: (itemId: number) => `${tag}:stock:${itemId}`,
+  };
+}
+
+/** @returns the buyer's home shard, 0..shards−1: where their live order of the sale is recorded (I3) */
+export function homeShard(layout: SaleLayout, userId: string): number {
+  return layout.tags.length === 1 ? 0 : crc32(userId) % layout.tags.length;
+}
+
+/** @returns how many stock shards the item has (1 for an item the layout does not name: one made before shards) */
+export function itemShardCount(layout: SaleLayout, itemId: number): number {
+  return layout.itemShards.get(itemId) ?? 1;
+}
+
+/**
+ * @returns the part of quantity shard k of s holds: quantity split as evenly as it goes, the first shards taking
+ *   one more when it does not divide
+ */
+export function shardQuantity(quantity: number, shards: number, k: number): number {
+  return Math.floor(quantity / shards) + (k < quantity % shards ? 1 : 0);
+}
+
+/**
+ * Chooses the sale's shard tags: shard 0 is `{sale:<id>}`; shard k is `{sale:<id>:<k>:<n>}` with the smallest n
+ * whose slot a master owns that no earlier shard's does, when ownerOf tells owners (a cluster), else n = 0.
+ * @param ownerOf the master owning a tag's slot (cluster), or undefined for a single node
+ * @param masters how many masters the cluster has
+ * @throws LayoutError when there are more shards than masters on a cluster (two would share one)
+ */
+export function placeTags(saleId: number, shards: number, ownerOf?: (tag: string) => string | undefined, masters = 1): string[] {
+  const tags = [baseTag(saleId)];
+  if (!ownerOf) {
+    for (let k = 1; k < shards; k++) tags.push(`{sale:${saleId}:${k}:0}`);
+    return tags;
+  }
+  if (shards > masters) throw new LayoutError(`${shards} stock shards need as many masters; the cluster has ${masters}`);
+  const used = new Set([ownerOf(tags[0])]);
+  for (let k = 1; k < shards; k++) {
+    for (let n = 0; ; n++) {
+      const tag = `{sale:${saleId}:${k}:${n}}`;
+      const owner = ownerOf(tag);
+      if (owner !== undefined && !used.has(owner)) {
+        used.add(owner);
+        tags.push(tag);
+        break;
+      }
+      if (n > 100_000) throw new LayoutError(`no tag of shard ${k} lands on a free master`);
+    }
+  }
+  return tags;
+}
+
+/** The layouts of sales, read from PostgreSQL once per sale (they never change). */
+export class SaleLayouts {
+  private readonly cache = new Map<number, Promise<SaleLayout>>();
+
+  constructor(private readonly pool: Pool) {}
+
+  /** @throws LayoutError when the sale does not exist (not cached: it may be made later) */
+  get(saleId: number): Promise<SaleLayout> {
+    let layout = this.cache.get(saleId);
+    if (!layout) {
+      layout = this.read(saleId);
+      this.cache.set(saleId, layout);
+      layout.catch(() => this.cache.delete(saleId));
+    }
+    return layout;
+  }
+
+  private async read(saleId: number): Promise<SaleLayout> {
+    const res = await this.pool.query<{ tags: string[] | null; itemId: number | null; shards: number | null }>(
+      `SELECT s.shard_tags AS tags, i.id AS "itemId", i.stock_shards AS shards
+       FROM sale_events s LEFT JOIN items i ON i.sale_id = s.id WHERE s.id = $1`,
+      [saleId],
+    );
+    if (!res.rowCount) throw new LayoutError(`sale ${saleId} does not exist`);
+    const itemShards = new Map(res.rows.filter((r) => r.itemId !== null).map((r) => [r.itemId as number, r.shards as number]));
+    return { saleId, tags: res.rows[0].tags ?? [baseTag(saleId)], itemShards };
+  }
+}

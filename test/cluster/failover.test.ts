@@ -1,0 +1,139 @@
+/**
+ * A master of the local Redis Cluster SIGKILLed in the middle of a burst of purchases, once with
+ * REDIS_WAIT_REPLICAS=1 and once without (README, What a 202 promises). With WAIT, every 202 answered survives
+ * the failover; without it, the number lost is printed, whatever it is. Either way the only 5xx is 503 with
+ * Retry-After, and every order that survived ends (its payment window is short, so it expires). The killed node
+ * is started again afterwards and rejoins as a replica.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { startApi, type RunningApi } from '../../src/api/main';
+import { connectTemporal } from '../../src/temporal';
+import { buildWorkflowBundle } from '../../src/worker/bundle';
+import { startWorker, type RunningWorker } from '../../src/worker/main';
+import { buyerToken, connectClients, createTestSale, until, type Clients } from '../helpers';
+import { http, type ApiReply } from '../openapi';
+import { installTestRuntime } from '../temporalRuntime';
+import { clusterConfig, clusterNodesInfo, masterOf, nodePid, restoreCluster } from './cluster';
+
+jest.setTimeout(240_000);
+
+const BURST = 200;
+const IN_FLIGHT = 30;
+const config = clusterConfig();
+
+let clients: Clients;
+let worker: RunningWorker;
+let temporal: Client;
+
+beforeAll(async () => {
+  installTestRuntime();
+  clients = connectClients(config);
+  worker = await startWorker(config, await buildWorkflowBundle());
+  temporal = await connectTemporal(config);
+});
+
+afterAll(async () => {
+  restoreCluster();
+  await temporal?.connection.close();
+  await worker?.shutdown();
+  await clients?.close();
+});
+
+interface BurstResult {
+  /** Still running: its starter starts the burst's orders. */
+  api: RunningApi;
+  replies: ApiReply[];
+  accepted: string[];
+  lost: string[];
+  killedPort: number;
+}
+
+/**
+ * Sends BURST purchases of distinct buyers to an API on the cluster and SIGKILLs the master of the sale's shard 0
+ * once a third of them were answered; waits for the failover, then looks for every 202's order.
+ */
+async function burstThroughFailover(waitReplicas: number): Promise<BurstResult> {
+  // The previous burst's victim, back as a replica: three masters with a replica each.
+  restoreCluster();
+  const api: RunningApi = await startApi(clusterConfig({ REDIS_WAIT_REPLICAS: String(waitReplicas), REDIS_WAIT_TIMEOUT_MS: '500', TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE }));
+  try {
+    const sale = await createTestSale(clients, { quantities: [BURST * 2], stockShards: [3], paymentWindowMs: 2000 });
+    const itemId = sale.items[0].itemId;
+    const layout = await clients.store.layouts.get(sale.saleId);
+    const victim = masterOf(layout.tags[0]) as string;
+    const killedPort = Number(victim.split(':')[1]);
+    const run = randomUUID().slice(0, 8);
+    const tokens = await Promise.all(Array.from({ length: BURST }, (_, i) => buyerToken(config, `failover-${run}-${i}`)));
+    const call = http(api.url);
+
+    const replies: ApiReply[] = new Array(BURST);
+    let next = 0;
+    let answered = 0;
+    const lane = async () => {
+      while (next < BURST) {
+        const i = next++;
+        replies[i] = await call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token: tokens[i] });
+        if (++answered === Math.floor(BURST / 3)) process.kill(nodePid(killedPort), 'SIGKILL');
+      }
+    };
+    await Promise.all(Array.from({ length: IN_FLIGHT }, lane));
+
+    // The failover: a replica of the killed node serves shard 0's slot.
+    await until('a replica promoted in place of the killed master', async () => {
+      const owner = masterOf(layout.tags[0], clusterNodesInfo());
+      return owner !== undefined && owner !== victim;
+    }, 30_000);
+
+    const accepted = replies.filter((r) => r.status === 202).map((r) => r.body.orderId as string);
+    const lost: string[] = [];
+    await until('Redis answers for the sale again', async () => (await clients.store.stock(sale.saleId, [itemId]).then(() => true, () => false)) || undefined, 30_000);
+    for (const orderId of accepted) {
+      // Redis first: its reservation goes only after PostgreSQL has the order in a final state.
+      const held = await clients.store.findReservation(sale.saleId, orderId);
+      const row = held ? undefined : await clients.pool.query('SELECT 1 FROM orders WHERE id = $1', [orderId]);
+      if (!held && !row?.rowCount) lost.push(orderId);
+    }
+    return { api, replies, accepted, lost, killedPort };
+  } catch (err) {
+    await api.close();
+    throw err;
+  }
+}
+
+/** Waits until each order has a final row in PostgreSQL (the window is 2 s, so each EXPIRES unless rejected). */
+async function allEnd(orderIds: string[]): Promise<void> {
+  await until(
+    `${orderIds.length} orders in a final state`,
+    async () => {
+      const { rows } = await clients.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM orders WHERE id = ANY($1::uuid[]) AND status <> 'PENDING'`, [orderIds]);
+      return rows[0].n === orderIds.length || undefined;
+    },
+    120_000,
+  );
+}
+
+function checkReplies(replies: ApiReply[]): void {
+  const statuses = new Set(replies.map((r) => r.status));
+  expect([...statuses].filter((s) => s !== 202 && s !== 503)).toEqual([]);
+  for (const r of replies.filter((x) => x.status === 503)) expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
+}
+
+test('with REDIS_WAIT_REPLICAS=1, every 202 answered survives a master SIGKILLed mid-burst, and every order ends', async () => {
+  const result = await burstThroughFailover(1);
+  process.stderr.write(`failover with WAIT 1: ${result.accepted.length} × 202 of ${BURST}, ${result.lost.length} lost, ${result.replies.filter((r) => r.status === 503).length} × 503 (master :${result.killedPort} killed)\n`);
+  checkReplies(result.replies);
+  expect(result.accepted.length).toBeGreaterThan(0);
+  expect(result.lost).toEqual([]);
+  await allEnd(result.accepted);
+  await result.api.close();
+});
+
+test('without WAIT, the same failover: the 202s lost are counted, the only 5xx is 503, every surviving order ends', async () => {
+  const result = await burstThroughFailover(0);
+  process.stderr.write(`failover without WAIT: ${result.accepted.length} × 202 of ${BURST}, ${result.lost.length} lost, ${result.replies.filter((r) => r.status === 503).length} × 503 (master :${result.killedPort} killed)\n`);
+  checkReplies(result.replies);
+  expect(result.accepted.length).toBeGreaterThan(0);
+  await allEnd(result.accepted.filter((id) => !result.lost.includes(id)));
+  await result.api.close();
+});

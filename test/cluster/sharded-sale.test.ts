@@ -1,0 +1,244 @@
+/**
+ * A hot item's stock split over 3 shards on the 3 masters of the local Redis Cluster, through the real API,
+ * worker, Temporal, Kafka and PostgreSQL (src/reservation/layout.ts; I1–I5 per shard): the race for 100 units,
+ * buyers all homed on one shard, one buyer pressing two items at once, a release going back to its shard, and a
+ * rebuild after every shard lost its keys. Every response is checked against openapi.yaml by the http() wrapper.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { startApi, type RunningApi } from '../../src/api/main';
+import { homeShard, shardKeys, shardQuantity, type SaleLayout } from '../../src/reservation/layout';
+import { loadSale } from '../../src/sale/sales';
+import { connectTemporal } from '../../src/temporal';
+import { buildWorkflowBundle } from '../../src/worker/bundle';
+import { startWorker, type RunningWorker } from '../../src/worker/main';
+import { bounded, buyerToken, connectClients, createTestSale, eventually, settledAudit, type Clients } from '../helpers';
+import { http, type ApiReply, type Http } from '../openapi';
+import { installTestRuntime } from '../temporalRuntime';
+import { clusterConfig, clusterNodesInfo, masterOf } from './cluster';
+
+// The race waits for its orders' payment windows to close and the audit to pass.
+jest.setTimeout(120_000);
+
+const run = randomUUID().slice(0, 8);
+const config = clusterConfig();
+
+let clients: Clients;
+let api: RunningApi;
+let worker: RunningWorker;
+let temporal: Client;
+let call: Http;
+/** Orders accepted by suites whose payment window outlives them: terminated in afterAll. */
+const accepted: string[] = [];
+
+beforeAll(async () => {
+  installTestRuntime();
+  clients = connectClients(config);
+  worker = await startWorker(config, await buildWorkflowBundle());
+  api = await startApi(config);
+  temporal = await connectTemporal(config);
+  call = http(api.url);
+});
+
+afterAll(async () => {
+  await api?.close();
+  await Promise.allSettled(accepted.map((id) => temporal.workflow.getHandle(id).terminate('sharded-sale suite finished')));
+  await temporal?.connection.close();
+  await worker?.shutdown();
+  await clients?.close();
+});
+
+const purchase = (itemId: number, token: string) => call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token });
+
+function statusCounts(replies: ApiReply[]): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const r of replies) counts[r.status] = (counts[r.status] ?? 0) + 1;
+  return counts;
+}
+
+async function tokens(buyers: string[]): Promise<{ buyer: string; token: string }[]> {
+  return Promise.all(buyers.map(async (buyer) => ({ buyer, token: await buyerToken(config, buyer) })));
+}
+
+const names = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}-${run}-${i}`);
+
+async function stockOf(saleId: number, itemId: number): Promise<(number | undefined)[]> {
+  return (await clients.store.stockByShard(saleId, [itemId])).get(itemId) ?? [];
+}
+
+async function heldPerShard(saleId: number, shards: number): Promise<number[]> {
+  const counts = new Array<number>(shards).fill(0);
+  for (const r of await clients.store.reservations(saleId)) counts[r.stockShard ?? 0] += 1;
+  return counts;
+}
+
+test('the shards of a 3-shard item sit on the 3 distinct masters of the cluster', async () => {
+  const sale = await createTestSale(clients, { quantities: [30], stockShards: [3] });
+  const layout = await clients.store.layouts.get(sale.saleId);
+  const nodes = clusterNodesInfo();
+  expect(layout.tags).toHaveLength(3);
+  const owners = layout.tags.map((tag) => masterOf(tag, nodes));
+  expect(new Set(owners).size).toBe(3);
+  expect(owners.every((o) => o !== undefined)).toBe(true);
+  expect(await clients.store.sharedMasters(sale.saleId)).toEqual([]);
+});
+
+test('1,000 buyers race for 100 units over 3 shards: 100 × 202, every shard emptied, all expire back to their shards, audit passes', async () => {
+  const sale = await createTestSale(clients, { quantities: [100], stockShards: [3], paymentWindowMs: 4000 });
+  const itemId = sale.items[0].itemId;
+  const crowd = await tokens(names('race', 1000));
+
+  const replies = await bounded(
+    100,
+    crowd.map(({ token }) => () => purchase(itemId, token)),
+  );
+
+  expect(statusCounts(replies)).toEqual({ 202: 100, 410: 900 });
+  const winners = new Map<string, string>();
+  replies.forEach((r, i) => r.status === 202 && winners.set(crowd[i].buyer, r.body.orderId as string));
+  expect(new Set(winners.values()).size).toBe(100);
+  expect(await stockOf(sale.saleId, itemId)).toEqual([0, 0, 0]);
+  // Every shard gave exactly its part (34, 33, 33), and each winner is recorded once, on their home shard.
+  expect(await heldPerShard(sale.saleId, 3)).toEqual([0, 1, 2].map((k) => shardQuantity(100, 3, k)));
+  expect(await clients.store.buyers(sale.saleId)).toEqual(winners);
+  expect(await clients.store.claims(sale.saleId)).toEqual([]);
+
+  // Nobody pays: each order expires and its unit goes back to the shard it came from.
+  expect(await settledAudit(config, clients, temporal, sale.saleId, [...winners.values()])).toEqual([]);
+  expect(await stockOf(sale.saleId, itemId)).toEqual([34, 33, 33]);
+});
+
+test('buyers all homed on one shard still get every unit of the others; 410 only once all shards are empty', async () => {
+  const sale = await createTestSale(clients, { quantities: [30], stockShards: [3] });
+  const itemId = sale.items[0].itemId;
+  const layout: SaleLayout = await clients.store.layouts.get(sale.saleId);
+  const homedOnZero = names('home0', 400)
+    .filter((buyer) => homeShard(layout, buyer) === 0)
+    .slice(0, 60);
+  expect(homedOnZero).toHaveLength(60);
+  const crowd = await tokens(homedOnZero);
+
+  const replies = await bounded(
+    60,
+    crowd.map(({ token }) => () => purchase(itemId, token)),
+  );
+
+  expect(statusCounts(replies)).toEqual({ 202: 30, 410: 30 });
+  for (const r of replies) if (r.status === 202) accepted.push(r.body.orderId as string);
+  expect(await stockOf(sale.saleId, itemId)).toEqual([0, 0, 0]);
+  expect(await heldPerShard(sale.saleId, 3)).toEqual([10, 10, 10]);
+  // Their entries all live on shard 0, the home shard, none elsewhere.
+  expect(await clients.redis.hlen(shardKeys(layout.tags[0]).buyers)).toBe(30);
+  expect(await clients.redis.hlen(shardKeys(layout.tags[1]).buyers)).toBe(0);
+  expect(await clients.store.claims(sale.saleId)).toEqual([]);
+});
+
+test('a buyer pressing two items, three times each, at once, gets one unit (I3 across items and shards)', async () => {
+  const sale = await createTestSale(clients, { quantities: [6, 6], stockShards: [3, 3] });
+  const [a, b] = sale.items.map((i) => i.itemId);
+  const crowd = await tokens(names('both', 40));
+
+  const presses = crowd.flatMap(({ buyer, token }) => [a, b, a, b, a, b].map((itemId) => ({ buyer, press: () => purchase(itemId, token) })));
+  const replies = await Promise.all(presses.map((p) => p.press()));
+
+  const wins = new Map<string, number>();
+  replies.forEach((r, i) => r.status === 202 && wins.set(presses[i].buyer, (wins.get(presses[i].buyer) ?? 0) + 1));
+  expect([...wins.values()].every((n) => n === 1)).toBe(true);
+  expect(wins.size).toBe(12);
+  expect(replies.every((r) => [202, 409, 410].includes(r.status))).toBe(true);
+  for (const r of replies) if (r.status === 202) accepted.push(r.body.orderId as string);
+  const buyers = await clients.store.buyers(sale.saleId);
+  expect(new Set(buyers.keys())).toEqual(new Set(wins.keys()));
+  expect(await stockOf(sale.saleId, a)).toEqual([0, 0, 0]);
+  expect(await stockOf(sale.saleId, b)).toEqual([0, 0, 0]);
+  expect(await clients.store.claims(sale.saleId)).toEqual([]);
+});
+
+test('a unit taken from another shard than the buyer’s home goes back to that shard, and the buyer may buy again', async () => {
+  const sale = await createTestSale(clients, { quantities: [3], stockShards: [3] });
+  const itemId = sale.items[0].itemId;
+  const layout = await clients.store.layouts.get(sale.saleId);
+  const [first, second] = names('release', 200).filter((buyer) => homeShard(layout, buyer) === 0);
+  const order = (userId: string) => ({ orderId: randomUUID(), saleId: sale.saleId, itemId, userId, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() });
+
+  const one = order(first);
+  expect(await clients.store.reserve(one)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 0 });
+  // Shard 0 is empty now: the second buyer is claimed on shard 0 and served by shard 1.
+  const two = order(second);
+  expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1 });
+  expect(await stockOf(sale.saleId, itemId)).toEqual([0, 0, 1]);
+  expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[first, one.orderId], [second, two.orderId]]));
+
+  expect(await clients.store.release({ ...two, stockShard: 1 })).toBe(true);
+  expect(await stockOf(sale.saleId, itemId)).toEqual([0, 1, 1]);
+  expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[first, one.orderId]]));
+  // Twice frees nothing more.
+  expect(await clients.store.release({ ...two, stockShard: 1 })).toBe(false);
+  expect(await stockOf(sale.saleId, itemId)).toEqual([0, 1, 1]);
+  const again = order(second);
+  expect(await clients.store.reserve(again)).toMatchObject({ kind: 'RESERVED' });
+  await clients.store.release({ ...again, stockShard: (await clients.store.findReservation(sale.saleId, again.orderId))?.stockShard });
+  await clients.store.release({ ...one, stockShard: 0 });
+  expect(await stockOf(sale.saleId, itemId)).toEqual([1, 1, 1]);
+});
+
+test('a claim left by a crash is repaired: undone when no shard holds its order, settled when one does', async () => {
+  const sale = await createTestSale(clients, { quantities: [3], stockShards: [3] });
+  const itemId = sale.items[0].itemId;
+  const layout = await clients.store.layouts.get(sale.saleId);
+  const [lost, kept] = names('crash', 200).filter((buyer) => homeShard(layout, buyer) === 2);
+  const home = shardKeys(layout.tags[2]);
+  const lostOrder = randomUUID();
+  const keptOrder = randomUUID();
+  // As an API process that died between claim.lua and its outcome would leave them.
+  await clients.redis.claim(home.buyers, home.claims, lost, lostOrder, String(itemId), String(Date.now() - 60_000));
+  await clients.redis.claim(home.buyers, home.claims, kept, keptOrder, String(itemId), String(Date.now() - 60_000));
+  const s1 = shardKeys(layout.tags[1]);
+  await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, kept, keptOrder, String(itemId), String(Date.now()), '1999', '600000');
+
+  expect(await clients.store.repairClaims(sale.saleId, 30_000)).toEqual({ settled: 1, undone: 1 });
+  expect(await clients.store.claims(sale.saleId)).toEqual([]);
+  expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[kept, keptOrder]]));
+  // A fresh claim is left alone.
+  await clients.redis.claim(home.buyers, home.claims, lost, lostOrder, String(itemId), String(Date.now()));
+  expect(await clients.store.repairClaims(sale.saleId, 30_000)).toEqual({ settled: 0, undone: 0 });
+  await clients.redis.del(s1.startQueue);
+});
+
+test('a rebuild after every shard lost its keys restores stock = quantity − pending − paid per shard, buyers and reservations', async () => {
+  const sale = await createTestSale(clients, { quantities: [30], stockShards: [3] });
+  const itemId = sale.items[0].itemId;
+  const crowd = await tokens(names('rebuild', 12));
+  const replies = await Promise.all(crowd.map(({ token }) => purchase(itemId, token)));
+  expect(statusCounts(replies)).toEqual({ 202: 12 });
+  const orderIds = replies.map((r) => r.body.orderId as string);
+  accepted.push(...orderIds);
+  // Three are paid; the rest stay pending.
+  for (const orderId of orderIds.slice(0, 3)) {
+    expect(await clients.orders.pay(orderId, { paymentId: `pay-${orderId}`, amount: 1999 })).toMatchObject({ status: 'PAID' });
+  }
+  await eventually(async () => {
+    const { rows } = await clients.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM orders WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`, [sale.saleId]);
+    expect(rows[0].n).toBe(12);
+  });
+  const before = { stock: await stockOf(sale.saleId, itemId), buyers: await clients.store.buyers(sale.saleId), held: await clients.store.reservations(sale.saleId) };
+
+  const layout = await clients.store.layouts.get(sale.saleId);
+  for (const tag of layout.tags) {
+    const keys = shardKeys(tag);
+    await clients.redis.del(keys.buyers, keys.reservations, keys.claims, keys.stock(itemId));
+  }
+  expect(await stockOf(sale.saleId, itemId)).toEqual([undefined, undefined, undefined]);
+  await loadSale(clients.pool, clients.store, sale.saleId, true);
+
+  const { rows } = await clients.pool.query<{ shard: number; n: number }>(
+    `SELECT stock_shard AS shard, count(*)::int AS n FROM orders WHERE sale_id = $1 AND status IN ('PENDING', 'PAID') GROUP BY 1`,
+    [sale.saleId],
+  );
+  const live = [0, 1, 2].map((k) => rows.find((r) => r.shard === k)?.n ?? 0);
+  expect(await stockOf(sale.saleId, itemId)).toEqual([0, 1, 2].map((k) => 10 - live[k]));
+  expect(await stockOf(sale.saleId, itemId)).toEqual(before.stock);
+  expect(await clients.store.buyers(sale.saleId)).toEqual(before.buyers);
+  const byOrder = (list: { orderId: string }[]) => [...list].sort((x, y) => x.orderId.localeCompare(y.orderId));
+  expect(byOrder(await clients.store.reservations(sale.saleId))).toEqual(byOrder(before.held));
+});
