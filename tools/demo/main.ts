@@ -2,7 +2,8 @@
  * `npm run demo [-- options]`: runs a whole flash sale on the real stack (see tools/demo/run.ts), prints live
  * progress, the report and the audit; exits 1 when the audit fails. Options (defaults in DEFAULT_DEMO):
  *   --buyers N  --quantity N  --items N  --pay-share 0..1  --payment-window-ms MS  --second-wave N
- *   --impatient-share 0..1  --concurrency N  --rate REQ_PER_S  --port N
+ *   --impatient-share 0..1  --concurrency N  --rate REQ_PER_S  --port N  --stock-shards S
+ * On the local Redis Cluster: REDIS_CLUSTER_NODES=… (README, Past one machine); API_PROCESSES=N runs N API processes.
  */
 import { parseArgs } from 'node:util';
 import { DEFAULT_DEMO, renderMarkdown, runDemo, type DemoOptions } from './run';
@@ -18,6 +19,7 @@ const FLAGS: Record<string, keyof typeof DEFAULT_DEMO> = {
   concurrency: 'concurrency',
   rate: 'rate',
   port: 'apiPort',
+  'stock-shards': 'stockShards',
 };
 
 function options(): DemoOptions {

@@ -32,11 +32,11 @@ function stat(pid: number): Stat | undefined {
 }
 
 /**
- * @param roots a name per root of a process tree (e.g. the postmaster)
- * @returns per name, CPU ms spent so far by its tree: the root, its descendants alive now, and everything they
+ * @param roots a name per root of a process tree (e.g. the postmaster), or per set of roots (a cluster's nodes)
+ * @returns per name, CPU ms spent so far by its trees: each root, its descendants alive now, and everything they
  *   reaped; 0 for a root that is gone. One pass over /proc serves all roots.
  */
-export function treesCpuMs<K extends string>(roots: Record<K, number>): Record<K, number> {
+export function treesCpuMs<K extends string>(roots: Record<K, number | readonly number[]>): Record<K, number> {
   const stats = new Map<number, Stat>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -50,7 +50,9 @@ export function treesCpuMs<K extends string>(roots: Record<K, number>): Record<K
     for (const [child, cs] of stats) if (cs.ppid === p) total += visit(child);
     return total;
   };
-  return Object.fromEntries(Object.entries<number>(roots).map(([name, pid]) => [name, visit(pid)])) as Record<K, number>;
+  return Object.fromEntries(
+    Object.entries<number | readonly number[]>(roots).map(([name, pids]) => [name, (typeof pids === 'number' ? [pids] : pids).reduce((n, pid) => n + visit(pid), 0)]),
+  ) as Record<K, number>;
 }
 
 /**
@@ -60,6 +62,15 @@ export function treesCpuMs<K extends string>(roots: Record<K, number>): Record<K
  */
 export function stackPid(file: string): number {
   return Number(readFileSync(join(ROOT, '.local', file), 'utf8').split('\n')[0]);
+}
+
+/** @returns the pids of the Redis the run uses: the local cluster's six nodes when REDIS_CLUSTER_NODES is set, else the single node */
+function redisPids(): number[] {
+  if (!process.env.REDIS_CLUSTER_NODES) return [stackPid('redis/redis.pid')];
+  const dir = join(ROOT, '.local', 'cluster');
+  return readdirSync(dir)
+    .filter((entry) => /^\d+$/.test(entry))
+    .map((port) => stackPid(`cluster/${port}/redis.pid`));
 }
 
 /** The parts of the machine a run's CPU is charged to; `crowd` is the calling process (the load generator). */
@@ -73,7 +84,7 @@ export type MachineCpu = Record<(typeof MACHINE_PARTS)[number], number>;
  * @throws when the stack is not up
  */
 export function machineCpu(pids: { api: number; worker: number }): () => MachineCpu {
-  const roots = { ...pids, redis: stackPid('redis/redis.pid'), temporal: stackPid('temporal/temporal.pid'), postgres: stackPid('pg/data/postmaster.pid') };
+  const roots = { ...pids, redis: redisPids(), temporal: stackPid('temporal/temporal.pid'), postgres: stackPid('pg/data/postmaster.pid') };
   return () => {
     const own = process.cpuUsage();
     return { crowd: (own.user + own.system) / 1000, ...treesCpuMs(roots) };
