@@ -14,11 +14,16 @@ CLUSTER_NODE_TIMEOUT_MS=2000
 cluster_ports() { seq "$REDIS_CLUSTER_PORT" $((REDIS_CLUSTER_PORT + 5)); }
 cluster_node_pid() { pid_of "$CLUSTER_DIR/$1/redis.pid" redis-server; }
 cluster_state_ok() { redis-cli -h "$HOST" -p "$REDIS_CLUSTER_PORT" cluster info 2>/dev/null | grep -q '^cluster_state:ok'; }
-# Every node answers and the cluster agrees on its slots: a node started again may still be rejoining.
+# Every node answers, the cluster agrees on its slots, and every replica is in sync with its master: a node
+# started again may still be rejoining, and a replica still syncing could not take over from its master.
 cluster_ready() {
-  local port
+  local port replication
   for port in $(cluster_ports); do
     redis-cli -h "$HOST" -p "$port" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+    replication=$(redis-cli -h "$HOST" -p "$port" info replication 2>/dev/null) || return 1
+    if grep -q '^role:slave' <<<"$replication"; then
+      grep -q '^master_link_status:up' <<<"$replication" && ! grep -q '^master_sync_in_progress:1' <<<"$replication" || return 1
+    fi
   done
 }
 cluster_pids() {

@@ -10,11 +10,11 @@
 #                                     the same, plus a local Redis Cluster (scripts/cluster-stack.sh): 3 masters,
 #                                     3 replicas, settings in .local/cluster/cluster.env; sticky like --secure
 #                                     (rm -rf .local/cluster drops it). Both switches may be given.
-#   bash scripts/services.sh down     stop all four
+#   bash scripts/services.sh down     stop all four (and the secured copy and the cluster)
 #   bash scripts/services.sh stop NAME [immediate]
-#                                     stop one: redis, postgres (fast shutdown; `immediate`: no checkpoint,
-#                                     as after a crash), kafka or temporal; `up` starts it again
-#   bash scripts/services.sh status   one line per service; exit 1 unless all four are up
+#                                     stop one: redis, redis-cluster, postgres (fast shutdown; `immediate`: no
+#                                     checkpoint, as after a crash), kafka or temporal; `up` starts it again
+#   bash scripts/services.sh status   one line per service; exit 1 unless all are up
 #
 # Settings: scripts/stack.env (environment variables win). Everything listens on 127.0.0.1 only.
 # Data, logs and pid files live in <repo>/.local (git-ignored): delete it for a clean slate.
