@@ -12,7 +12,7 @@ import type Redis from 'ioredis';
 import type { Cluster } from 'ioredis';
 import type { OrderInput } from '../order/types';
 import { shardKeys } from './layout';
-import type { LayoutSource } from './store';
+import { waitForReplicas, type LayoutSource, type Replication } from './store';
 
 /** The consumer group every starter reads through. */
 export const STARTER_GROUP = 'starters';
@@ -65,11 +65,24 @@ export class StartQueue {
    */
   private readonly prefix: string;
 
+  /**
+   * @param replication with replicas asked (REDIS_WAIT_REPLICAS), entries are handed out only once WAIT on this
+   *   connection, after the read, says that many replicas hold them: XREADGROUP and XAUTOCLAIM are writes that
+   *   follow the entry's script in the replication stream, so a workflow is never started for an order that a
+   *   failover of its master would take away
+   */
   constructor(
     private readonly redis: Redis | Cluster,
     private readonly layouts: LayoutSource,
+    private readonly replication: Replication = { replicas: 0, timeoutMs: 0 },
   ) {
     this.prefix = redis.options.keyPrefix ?? '';
+  }
+
+  /** @returns the entries when they are on enough replicas (or none are asked), else none: they stay pending and are claimed again */
+  private async replicated(key: string, entries: RawEntry[]): Promise<RawEntry[]> {
+    if (!entries.length || this.replication.replicas === 0) return entries;
+    return (await waitForReplicas(this.redis, key, this.replication)) >= this.replication.replicas ? entries : [];
   }
 
   private async streams(saleId: number): Promise<string[]> {
@@ -119,7 +132,7 @@ export class StartQueue {
       const reply = (await this.inGroup(key, () => this.redis.xreadgroup('GROUP', STARTER_GROUP, consumer, 'COUNT', count - out.length, 'STREAMS', key, '>'))) as
         | [string, RawEntry[]][]
         | null;
-      out.push(...tagged(shard, reply?.[0]?.[1] ?? []));
+      out.push(...tagged(shard, await this.replicated(key, reply?.[0]?.[1] ?? [])));
     }
     return out;
   }
@@ -139,7 +152,7 @@ export class StartQueue {
     const [next, entries] = (await this.inGroup(key, () => this.redis.xautoclaim(key, STARTER_GROUP, consumer, minIdleMs, at.id, 'COUNT', count))) as [string, RawEntry[]];
     const nextCursor = next !== '0-0' ? joinId(shard, next) : shard + 1 < keys.length ? joinId(shard + 1, '0-0') : '0-0';
     // Redis 6.2 returned deleted entries with nil fields; they have no order to start.
-    return { entries: tagged(shard, entries.filter(([, fields]) => fields !== null)), cursor: nextCursor };
+    return { entries: tagged(shard, await this.replicated(key, entries.filter(([, fields]) => fields !== null))), cursor: nextCursor };
   }
 
   /** Acknowledges entries whose workflow exists and deletes them from their streams, in one MULTI per shard. */

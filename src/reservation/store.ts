@@ -136,6 +136,21 @@ export interface Replication {
   timeoutMs: number;
 }
 
+/**
+ * WAIT on the connection to the master of `key`'s slot: WAIT counts the replicas that acknowledged every write
+ * this connection made so far, the caller's last one among them (others' writes on the shared connection only
+ * make it wait a little more).
+ * @returns how many replicas hold those writes
+ * @throws when the client knows no connection to that master (a cluster between two slot maps)
+ */
+export async function waitForReplicas(redis: Redis | Cluster, key: string, { replicas, timeoutMs }: Replication): Promise<number> {
+  if (!(redis instanceof Cluster)) return redis.wait(replicas, timeoutMs);
+  const owner = redis.slots[calculateSlot(key)]?.[0];
+  const node = redis.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner);
+  if (!node) throw new Error(`no connection to the master of ${key} (${owner})`);
+  return node.wait(replicas, timeoutMs);
+}
+
 /** Stock and reservations of sale events in Redis. Methods throw ioredis errors when Redis is unreachable. */
 export class ReservationStore {
   /**
@@ -160,23 +175,8 @@ export class ReservationStore {
     const outcome = await this.reserveOnce(order);
     if (outcome.kind !== 'RESERVED' || this.replication.replicas === 0) return outcome;
     const layout = await this.layouts.get(order.saleId);
-    const replicas = await this.waitFor(shardKeys(tagOf(layout, outcome.stockShard)).reservations);
+    const replicas = await waitForReplicas(this.redis, shardKeys(tagOf(layout, outcome.stockShard)).reservations, this.replication);
     return replicas >= this.replication.replicas ? outcome : { kind: 'NOT_REPLICATED', orderId: order.orderId, replicas };
-  }
-
-  /**
-   * WAIT on the connection that wrote `key`'s slot: WAIT counts the replicas that acknowledged every write this
-   * connection made so far, the reservation's among them (others' writes on the shared connection only make it
-   * wait for a little more).
-   * @returns how many replicas hold the writes
-   */
-  private async waitFor(key: string): Promise<number> {
-    const { replicas, timeoutMs } = this.replication;
-    if (!(this.redis instanceof Cluster)) return this.redis.wait(replicas, timeoutMs);
-    const owner = this.redis.slots[calculateSlot(key)]?.[0];
-    const node = this.redis.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner);
-    if (!node) throw new Error(`no connection to the master of ${key} (${owner})`);
-    return node.wait(replicas, timeoutMs);
   }
 
   private async reserveOnce(order: OrderInput): Promise<ReserveOutcome> {

@@ -410,7 +410,7 @@ export function createStarter(
 ): Starter {
   const recentSales = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS);
   return new Starter({
-    queue: new StartQueue(clients.redis, clients.store.layouts),
+    queue: new StartQueue(clients.redis, clients.store.layouts, { replicas: config.REDIS_WAIT_REPLICAS, timeoutMs: config.REDIS_WAIT_TIMEOUT_MS }),
     repairClaims: (saleId, olderThanMs) => clients.store.repairClaims(saleId, olderThanMs),
     start: (order) => clients.workflows.start(order),
     saleIds: () => recentSales.ids(),
