@@ -65,6 +65,10 @@ async function run(argv: string[]): Promise<Sale> {
     const sale = command === 'load' ? await loadSale(pool, store, saleId as number, values.rebuild, values.force) : command === 'show' ? await findSale(pool, saleId as number) : undefined;
     if (command !== 'load' && command !== 'show') throw new UsageError('usage: sale create|load|show (see src/cli/sale.ts)');
     if (!sale) throw new Error(`sale ${saleId} not found`);
+    if (command === 'load') {
+      const shared = await store.sharedMasters(sale.saleId);
+      if (shared.length) console.error(`warning: stock shards share a master (slots moved since the sale was made): ${shared.join(', ')}`);
+    }
     return sale;
   } finally {
     await Promise.allSettled([pool.end(), redis.quit()]);

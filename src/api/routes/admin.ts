@@ -75,6 +75,8 @@ export function loadStockHandler(deps: AppDeps) {
     }
     if (!sale) return reply(ctx, 'SALE_NOT_FOUND');
     deps.log.warn({ saleId, rebuild }, 'sale stock loaded');
+    const shared = await deps.store.sharedMasters(saleId);
+    if (shared.length) deps.log.warn({ saleId, shared }, 'stock shards share a master (slots moved since the sale was made): they no longer spread its load');
     ctx.body = await withStock(deps, sale);
   };
 }

@@ -1,0 +1,88 @@
+/**
+ * The slot of a sale's shard moved to another master of the local Redis Cluster in the middle of a burst of
+ * purchases (MIGRATING/IMPORTING, MIGRATE, the clients redirected with ASK and MOVED): no reservation lost or
+ * doubled, no 5xx but 503 with Retry-After, every shard's units accounted for; the load's placement check then
+ * names the shard that shares a master. The slot is moved back afterwards.
+ */
+import { randomUUID } from 'node:crypto';
+import calculateSlot from 'cluster-key-slot';
+import { startApi, type RunningApi } from '../../src/api/main';
+import { shardQuantity } from '../../src/reservation/layout';
+import { migrateSlot } from '../../tools/shared/localCluster';
+import { buyerToken, connectClients, createTestSale, type Clients } from '../helpers';
+import { http, type ApiReply } from '../openapi';
+import { clusterConfig, clusterNodesInfo, masterOf } from './cluster';
+
+const BUYERS = 400;
+const UNITS = 300;
+// No starter: the orders stay in their start queues (deleted with the suite's sales), no workflow to clean up.
+const config = clusterConfig({ STARTER_IN_API: 'false' });
+
+let clients: Clients;
+let api: RunningApi;
+
+beforeAll(async () => {
+  clients = connectClients(config);
+  api = await startApi(config);
+});
+
+afterAll(async () => {
+  await api?.close();
+  await clients?.close();
+});
+
+test('a shard’s slot migrated to another master during a burst: none lost or doubled, only 503 as 5xx, units accounted per shard', async () => {
+  const sale = await createTestSale(clients, { quantities: [UNITS], stockShards: [3] });
+  const itemId = sale.items[0].itemId;
+  const layout = await clients.store.layouts.get(sale.saleId);
+  const slot = calculateSlot(layout.tags[0]);
+  const from = masterOf(layout.tags[0]) as string;
+  const to = masterOf(layout.tags[1]) as string;
+  const run = randomUUID().slice(0, 8);
+  const tokens = await Promise.all(Array.from({ length: BUYERS }, (_, i) => buyerToken(config, `reshard-${run}-${i}`)));
+  const call = http(api.url);
+
+  const replies: ApiReply[] = new Array(BUYERS);
+  let next = 0;
+  let answered = 0;
+  let migration: Promise<number> | undefined;
+  const lane = async () => {
+    while (next < BUYERS) {
+      const i = next++;
+      replies[i] = await call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token: tokens[i] });
+      if (++answered === Math.floor(BUYERS / 4)) migration = migrateSlot(slot, Number(to.split(':')[1]));
+    }
+  };
+  await Promise.all(Array.from({ length: 30 }, lane));
+  const moved = await migration;
+
+  expect(moved).toBeGreaterThan(0);
+  expect(masterOf(layout.tags[0], clusterNodesInfo())).toBe(to);
+  expect(replies.filter((r) => ![202, 410, 503].includes(r.status)).map((r) => r.status)).toEqual([]);
+  for (const r of replies.filter((x) => x.status === 503)) expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
+
+  // A purchase cut off between its claim and its outcome leaves a claim: repaired as the starters would.
+  await clients.store.repairClaims(sale.saleId, 0);
+  const reservations = await clients.store.reservations(sale.saleId);
+  const held = new Set(reservations.map((r) => r.orderId));
+  expect(held.size).toBe(reservations.length);
+  const accepted = replies.filter((r) => r.status === 202).map((r) => r.body.orderId as string);
+  expect(accepted.filter((id) => !held.has(id))).toEqual([]);
+  // Every reservation has its buyer's entry, and no buyer two.
+  const buyers = await clients.store.buyers(sale.saleId);
+  expect(new Set(reservations.map((r) => r.userId)).size).toBe(reservations.length);
+  expect(reservations.filter((r) => buyers.get(r.userId) !== r.orderId)).toEqual([]);
+  expect(buyers.size).toBe(reservations.length);
+  expect(await clients.store.claims(sale.saleId)).toEqual([]);
+  // Per shard, stock + reservations taken from it = its part of the quantity (I2).
+  const stock = (await clients.store.stockByShard(sale.saleId, [itemId])).get(itemId) ?? [];
+  for (let k = 0; k < 3; k++) {
+    expect((stock[k] as number) + reservations.filter((r) => r.stockShard === k).length).toBe(shardQuantity(UNITS, 3, k));
+  }
+  if (replies.some((r) => r.status === 410)) expect(reservations).toHaveLength(UNITS);
+  // Shard 0 now shares its master with shard 1: the placement check says so.
+  expect(await clients.store.sharedMasters(sale.saleId)).toEqual([`shard 0: ${to}`, `shard 1: ${to}`]);
+
+  await migrateSlot(slot, Number(from.split(':')[1]));
+  expect(await clients.store.sharedMasters(sale.saleId)).toEqual([]);
+});
