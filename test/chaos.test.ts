@@ -7,13 +7,13 @@ import { FAULT_KINDS, planFaults, runCampaign, summary, type RunResult } from '.
 import { Random } from '../tools/chaos/random';
 
 /**
- * api-kill + worker-kill; postgres immediate + worker-kill; worker-kill + SCRIPT FLUSH; temporal restart + relay cut;
- * postgres fast + redis kill + relay freeze; postgres immediate + relay latency + redis kill; and the violations
- * found: 1003, relay latency + SCRIPT FLUSH + Temporal restart (a payment racing the order's insert answered 409
- * ORDER_NOT_PENDING), 1007, redis kill + Kafka outage (a payment for an order without a row while Redis was away
- * answered 500).
+ * 1: api-kill + worker-kill; 2: postgres immediate + worker-kill; 8: temporal restart + relay cut; 12: postgres
+ * fast + redis kill + relay freeze; and the violations found: 1003, relay latency + SCRIPT FLUSH + Temporal
+ * restart (a payment racing the order's insert answered 409 ORDER_NOT_PENDING), 1007, redis kill + Kafka outage
+ * (a payment for an order without a row while Redis was away answered 500). Seeds 7 and 29 left the set when
+ * the cluster suites joined the test command (CI time): every kind they drew is drawn by another seed here.
  */
-const CI_SEEDS = [1, 2, 7, 8, 12, 29, 1003, 1007];
+const CI_SEEDS = [1, 2, 8, 12, 1003, 1007];
 
 test('a seed draws the same faults every time, and another seed other faults', () => {
   const plans = (seed: number) => JSON.stringify(Array.from({ length: 5 }, () => planFaults(new Random(seed))));

@@ -6,7 +6,8 @@
  * the accepted orders through the route and the `paid` signal (some twice, some late, some with a wrong amount
  * first), and meanwhile injects its faults: SIGKILL and restart of an API or a worker; SIGKILL of Redis and its
  * restart on its AOF, or SCRIPT FLUSH; Kafka stopped for longer than the activity timeout; PostgreSQL restarted
- * (fast or immediate shutdown); Temporal stopped and started, or its relay frozen, cut or slowed. Faults go
+ * (fast or immediate shutdown); Temporal stopped and started, or its relay frozen, cut or slowed; on the Redis
+ * Cluster (`--cluster`), a master SIGKILLed or a shard's slot migrated instead of the single node's faults. Faults go
  * through scripts/services.sh or the pids of processes the campaign started, nothing else; every wait is
  * bounded. Then it heals everything, waits for the sale to settle and checks it: the product's audit (I1–I5)
  * and the campaign's own rules (checkRun).
@@ -27,8 +28,11 @@ import type { OrderStatus } from '../../src/order/types';
 import { createKafka } from '../../src/kafka';
 import { CROWD_IP_LIMIT, saleGateOf } from '../shared/crowd';
 import { freePort, startChild, type Child } from '../shared/processes';
-import { createRedis, ReservationStore, saleKeys, type FlashRedis } from '../../src/reservation/store';
-import { SaleLayouts } from '../../src/reservation/layout';
+import calculateSlot from 'cluster-key-slot';
+import { createRedis, ReservationStore, type FlashRedis } from '../../src/reservation/store';
+import { SaleLayouts, type SaleLayout } from '../../src/reservation/layout';
+import { StartQueue } from '../../src/reservation/startQueue';
+import { clusterNodes, clusterNodesInfo, masterOf, migrateSlot, nodePid } from '../shared/localCluster';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
@@ -50,7 +54,9 @@ export type FaultKind =
   | 'temporal-restart'
   | 'temporal-freeze'
   | 'temporal-drop'
-  | 'temporal-latency';
+  | 'temporal-latency'
+  | 'redis-master-kill'
+  | 'redis-reshard';
 
 /** How often each kind is drawn (Kafka's is rare: it lasts longer than the activity timeout, 30 s). */
 const FAULT_WEIGHTS: [FaultKind, number][] = [
@@ -67,6 +73,19 @@ const FAULT_WEIGHTS: [FaultKind, number][] = [
   ['temporal-latency', 2],
 ];
 export const FAULT_KINDS = FAULT_WEIGHTS.map(([kind]) => kind);
+/**
+ * On the Redis Cluster (`--cluster`): the single node's faults give way to a master SIGKILLed (its replica takes
+ * over; the node comes back as a replica) and to the slot of one of the sale's shards migrated to another master
+ * while the sale goes on (ASK, then MOVED; moved back as the repair).
+ */
+const CLUSTER_FAULT_WEIGHTS: [FaultKind, number][] = [
+  ...FAULT_WEIGHTS.filter(([kind]) => kind !== 'redis-kill'),
+  ['redis-master-kill', 3],
+  ['redis-reshard', 3],
+];
+export const CLUSTER_FAULT_KINDS = CLUSTER_FAULT_WEIGHTS.map(([kind]) => kind);
+/** Stock shards of each item of a run on the cluster: one per master. */
+const CLUSTER_SHARDS = 3;
 
 /** Longer than the publishing local activity's start-to-close timeout. */
 const KAFKA_OUTAGE_MS = 35_000;
@@ -110,12 +129,17 @@ export interface CampaignOptions {
   reportDir: string;
   /** Keep the logs of runs that passed too. */
   keepLogs: boolean;
+  /**
+   * Run on the local Redis Cluster (services.sh up --cluster): items in CLUSTER_SHARDS stock shards, WAIT for a
+   * replica before each 202 (REDIS_WAIT_REPLICAS=1), and the cluster's faults (CLUSTER_FAULT_KINDS).
+   */
+  cluster?: boolean;
   print(line: string): void;
 }
 
-/** Draws a run's faults: one to three, at moments within the crowd and the payments. */
-export function planFaults(rng: Random): PlannedFault[] {
-  const bag = FAULT_WEIGHTS.flatMap(([kind, weight]) => Array<FaultKind>(weight).fill(kind));
+/** Draws a run's faults: one to three, at moments within the crowd and the payments (the cluster's kinds with `cluster`). */
+export function planFaults(rng: Random, cluster = false): PlannedFault[] {
+  const bag = (cluster ? CLUSTER_FAULT_WEIGHTS : FAULT_WEIGHTS).flatMap(([kind, weight]) => Array<FaultKind>(weight).fill(kind));
   return Array.from({ length: rng.int(1, 3) }, () => {
     const kind = rng.pick(bag);
     const forMs = kind === 'kafka-stop' ? KAFKA_OUTAGE_MS : kind === 'temporal-latency' ? rng.int(3000, 6000) : rng.int(1000, 5000);
@@ -236,7 +260,7 @@ function livePid(file: string, program: string): number | undefined {
 }
 
 /** Injects one fault and repairs it forMs later (the repair is awaited, so a run's faults end before it settles). */
-async function inject(fault: PlannedFault, fleet: Fleet, redis: FlashRedis): Promise<void> {
+async function inject(fault: PlannedFault, fleet: Fleet, redis: FlashRedis, layout: SaleLayout): Promise<void> {
   // A process still starting (the repair of an earlier fault on it) is killed once it is up: killing it before
   // would fail that repair, not the product (seed 1009: two worker kills 6 s apart).
   const kill = async (slot: string, children: Child[]) => {
@@ -264,6 +288,29 @@ async function inject(fault: PlannedFault, fleet: Fleet, redis: FlashRedis): Pro
     case 'redis-script-flush':
       await redis.script('FLUSH');
       return;
+    case 'redis-master-kill':
+      await onStack(async () => {
+        const master = masterOf(layout.tags[fault.target % layout.tags.length]);
+        if (master) process.kill(nodePid(Number(master.split(':')[1])), 'SIGKILL');
+      });
+      await sleep(fault.forMs);
+      // Back as a replica of its successor; `up` returns once every replica is in sync.
+      await services('up');
+      return;
+    case 'redis-reshard': {
+      const tag = layout.tags[fault.target % layout.tags.length];
+      const slot = calculateSlot(tag);
+      const moved = await onStack(async () => {
+        const from = masterOf(tag);
+        const to = clusterNodesInfo().find((n) => n.master && !n.failed && n.address !== from);
+        if (!from || !to) return undefined;
+        await migrateSlot(slot, to.port);
+        return Number(from.split(':')[1]);
+      });
+      await sleep(fault.forMs);
+      if (moved !== undefined) await onStack(() => migrateSlot(slot, moved));
+      return;
+    }
     case 'kafka-stop':
       await services('stop', 'kafka');
       await sleep(fault.forMs);
@@ -419,7 +466,7 @@ async function checkRun(clients: Clients, saleId: number, quantity: number, seen
     )
   ).rows;
   const byId = new Map(rows.map((r) => [r.id, r]));
-  const held = new Set(await clients.redis.hkeys(saleKeys(saleId).reservations));
+  const held = new Set((await clients.store.reservations(saleId)).map((r) => r.orderId));
   for (const id of seen.accepted) {
     const status = byId.get(id)?.status;
     if (status !== 'PAID' && status !== 'EXPIRED' && status !== 'REJECTED') violations.push(`202 ${id} ended ${status ?? 'with no row'}`);
@@ -458,7 +505,7 @@ async function settled(clients: Clients, saleId: number, accepted: number): Prom
         `SELECT count(*)::int AS total, count(*) FILTER (WHERE status = 'PENDING')::int AS open FROM orders WHERE sale_id = $1`,
         [saleId],
       );
-      const queued = await clients.redis.xlen(saleKeys(saleId).startQueue);
+      const { waiting: queued } = await new StartQueue(clients.redis, clients.store.layouts).depth(saleId, Date.now());
       const running = await clients.temporal.workflow.count(`SaleId = ${saleId} AND ExecutionStatus = "Running"`);
       if (rows[0].total >= accepted && rows[0].open === 0 && queued === 0 && running.count === 0) return true;
     } catch {
@@ -470,29 +517,30 @@ async function settled(clients: Clients, saleId: number, accepted: number): Prom
 }
 
 /** One run: a sale, its crowd, payments and faults, then the checks. */
-async function runOnce(seed: number, clients: Clients, fleet: Fleet): Promise<RunResult> {
+async function runOnce(seed: number, clients: Clients, fleet: Fleet, cluster: boolean): Promise<RunResult> {
   const t0 = Date.now();
   const rng = new Random(seed);
   const windowMs = rng.int(3000, 6000);
   const priceMinor = rng.int(500, 5000);
   const quantities = Array.from({ length: rng.int(2, 3) }, () => rng.int(10, 30));
   const quantity = quantities.reduce((a, b) => a + b, 0);
-  const faults = planFaults(rng);
+  const faults = planFaults(rng, cluster);
   const created = await createSale(clients.pool, {
-    name: `chaos seed ${seed}`,
+    name: `chaos seed ${seed}${cluster ? ' (cluster)' : ''}`,
     startsAt: new Date(Date.now() - 1000).toISOString(),
     endsAt: new Date(Date.now() + 3_600_000).toISOString(),
     paymentWindowMs: windowMs,
-    items: quantities.map((q, i) => ({ productId: `chaos-${i}`, quantity: q, priceMinor, currency: 'EUR' })),
+    items: quantities.map((q, i) => ({ productId: `chaos-${i}`, quantity: q, priceMinor, currency: 'EUR', ...(cluster && { stockShards: CLUSTER_SHARDS }) })),
   }, clients.store.placeShards);
   await loadSale(clients.pool, clients.store, created.saleId, false);
+  const layout = await clients.store.layouts.get(created.saleId);
   const seen: Observed = { accepted: [], fiveHundreds: [], payments: [] };
   const opened = Date.now();
   await Promise.all([
     trade(rng, clients, fleet, created, quantity, priceMinor, windowMs, seen),
     ...faults.map(async (fault) => {
       await sleep(Math.max(0, opened + fault.atMs - Date.now()));
-      await inject(fault, fleet, clients.redis);
+      await inject(fault, fleet, clients.redis, layout);
     }),
   ]);
   await services('up');
@@ -520,8 +568,8 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet): Promise<Ru
 }
 
 /** @returns the command that replays one run on its own */
-function replayCommand(seed: number): string {
-  return `npm run chaos -- --runs 1 --seed ${seed}`;
+function replayCommand(seed: number, cluster: boolean): string {
+  return `npm run chaos -- --runs 1 --seed ${seed}${cluster ? ' --cluster' : ''}`;
 }
 
 const runLine = (r: RunResult) =>
@@ -537,11 +585,14 @@ const runLine = (r: RunResult) =>
 export async function runCampaign(options: CampaignOptions): Promise<RunResult[]> {
   const dir = join(options.reportDir, `chaos-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   mkdirSync(dir, { recursive: true });
-  const config = loadConfig({ ...process.env, LOG_LEVEL: 'silent' });
-  await services('up');
+  const cluster = options.cluster ?? false;
+  await services('up', ...(cluster ? ['--cluster'] : []));
+  const onCluster = cluster ? { REDIS_CLUSTER_NODES: clusterNodes(), REDIS_DB: '0', REDIS_WAIT_REPLICAS: '1' } : {};
+  const config = loadConfig({ ...process.env, ...onCluster, LOG_LEVEL: 'silent' });
   const relay = await openRelay(config.TEMPORAL_HOST, config.TEMPORAL_PORT);
   const env = {
     ...process.env,
+    ...onCluster,
     LOG_LEVEL: 'info',
     TEMPORAL_PORT: String(relay.port),
     TEMPORAL_TASK_QUEUE: `chaos-${randomUUID()}`,
@@ -558,13 +609,13 @@ export async function runCampaign(options: CampaignOptions): Promise<RunResult[]
   try {
     await Promise.all([fleet.startApi(0), fleet.startApi(1), fleet.startWorker(0), fleet.startWorker(1)]);
     for (const seed of options.seeds) {
-      const result = await runOnce(seed, clients, fleet);
+      const result = await runOnce(seed, clients, fleet, cluster);
       results.push(result);
       options.print(runLine(result));
       writeFileSync(join(dir, `run-${seed}.json`), JSON.stringify(result, null, 2));
       if (result.violations.length) {
         for (const v of result.violations.slice(0, 20)) options.print(`    ${v}`);
-        options.print(`    replay: ${replayCommand(seed)}; logs: ${dir}`);
+        options.print(`    replay: ${replayCommand(seed, cluster)}; logs: ${dir}`);
       }
     }
   } finally {
@@ -572,14 +623,14 @@ export async function runCampaign(options: CampaignOptions): Promise<RunResult[]
     await relay.close();
     await Promise.allSettled([pool.end(), redis.quit(), clients.temporal.connection.close()]);
   }
-  options.print(summary(results));
+  options.print(summary(results, cluster ? CLUSTER_FAULT_KINDS : FAULT_KINDS));
   if (!options.keepLogs && results.every((r) => !r.violations.length)) rmSync(dir, { recursive: true, force: true });
   return results;
 }
 
-/** The summary table: faults by kind, runs, orders, violations. */
-export function summary(results: readonly RunResult[]): string {
-  const byKind = new Map<FaultKind, { faults: number; runs: number; violations: number }>(FAULT_KINDS.map((k) => [k, { faults: 0, runs: 0, violations: 0 }]));
+/** The summary table: faults by kind (those of `kinds`, the single node's by default), runs, orders, violations. */
+export function summary(results: readonly RunResult[], kinds: readonly FaultKind[] = FAULT_KINDS): string {
+  const byKind = new Map<FaultKind, { faults: number; runs: number; violations: number }>(kinds.map((k) => [k, { faults: 0, runs: 0, violations: 0 }]));
   for (const r of results) {
     for (const kind of new Set(r.faults.map((f) => f.kind))) {
       const row = byKind.get(kind) as { faults: number; runs: number; violations: number };
