@@ -168,14 +168,18 @@ export class ReservationStore {
    * it to its shard's start queue (I4: the reservation and its queue entry exist together or not at all). The
    * entry carries the terms the buyer was given (price, payment window), so the workflow keeps them.
    * SOLD_OUT only once every stock shard of the item was found empty. A refusal changes nothing. With
-   * replication asked, RESERVED only once WAIT says that many replicas hold the reservation, else NOT_REPLICATED.
+   * replication asked, RESERVED only once WAIT says that many replicas hold the reservation and the buyer's
+   * entry on their home shard (two masters when the unit came from another shard), else NOT_REPLICATED.
    * @throws ioredis errors; after a claim, a failure leaves it to repairClaims
    */
   async reserve(order: OrderInput): Promise<ReserveOutcome> {
     const outcome = await this.reserveOnce(order);
     if (outcome.kind !== 'RESERVED' || this.replication.replicas === 0) return outcome;
     const layout = await this.layouts.get(order.saleId);
-    const replicas = await waitForReplicas(this.redis, shardKeys(tagOf(layout, outcome.stockShard)).reservations, this.replication);
+    // The reservation's shard, and the buyer's home shard when it is another (the claim that holds I3 lives there).
+    const shards = [...new Set([outcome.stockShard, homeShard(layout, order.userId)])];
+    const held = await Promise.all(shards.map((k) => waitForReplicas(this.redis, shardKeys(tagOf(layout, k)).buyers, this.replication)));
+    const replicas = Math.min(...held);
     return replicas >= this.replication.replicas ? outcome : { kind: 'NOT_REPLICATED', orderId: order.orderId, replicas };
   }
 
