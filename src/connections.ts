@@ -18,13 +18,15 @@ const read = (path: string | undefined) => (path === undefined ? undefined : rea
 const serverName = (host: string) => (isIP(host) ? undefined : host);
 
 /**
- * node-pg's settings: DATABASE_URL's parts over the PG* variables, and PGSSLMODE as libpq reads it (require:
- * encrypted, any certificate; verify-ca: chained to PGSSLROOTCERT; verify-full: and issued to the host).
+ * node-pg's settings: DATABASE_URL's parts over the PG* variables (loadConfig has put the URL's sslmode,
+ * sslrootcert, sslcert and sslkey into PGSSL*), and PGSSLMODE as libpq reads it: require, encrypted with any
+ * certificate, or verify-ca when a root certificate is given (libpq's rule); verify-ca, chained to
+ * PGSSLROOTCERT; verify-full, and issued to the host.
  */
 export function pgConnection(config: Config): ClientConfig {
   const url = config.DATABASE_URL ? new URL(config.DATABASE_URL) : undefined;
   const host = url?.hostname || config.PGHOST;
-  const mode = (url?.searchParams.get('sslmode') as Config['PGSSLMODE'] | null) ?? config.PGSSLMODE;
+  const mode = config.PGSSLMODE === 'require' && config.PGSSLROOTCERT ? 'verify-ca' : config.PGSSLMODE;
   const ssl: TlsOptions | false =
     mode === 'disable'
       ? false
@@ -43,21 +45,21 @@ export function pgConnection(config: Config): ClientConfig {
     password: url?.password ? decodeURIComponent(url.password) : config.PGPASSWORD,
     database: url && url.pathname.length > 1 ? decodeURIComponent(url.pathname.slice(1)) : config.PGDATABASE,
     ssl,
+    ...(url?.searchParams.has('application_name') && { application_name: url.searchParams.get('application_name') as string }),
   };
 }
 
-/** ioredis' settings: REDIS_URL's parts over the REDIS_* variables; TLS when asked or by a rediss:// URL. */
+/** ioredis' settings: REDIS_URL's parts over the REDIS_* variables; TLS as loadConfig resolved it (REDIS_TLS). */
 export function redisConnection(config: Config): RedisOptions {
   const url = config.REDIS_URL ? new URL(config.REDIS_URL) : undefined;
   const host = url?.hostname || config.REDIS_HOST;
-  const tls = config.REDIS_TLS || url?.protocol === 'rediss:' || Boolean(config.REDIS_TLS_CA_FILE);
   return {
     host,
     port: url?.port ? Number(url.port) : config.REDIS_PORT,
     db: url && url.pathname.length > 1 ? Number(url.pathname.slice(1)) : config.REDIS_DB,
     username: url?.username ? decodeURIComponent(url.username) : config.REDIS_USERNAME,
     password: url?.password ? decodeURIComponent(url.password) : config.REDIS_PASSWORD,
-    ...(tls && {
+    ...(config.REDIS_TLS && {
       tls: {
         ca: read(config.REDIS_TLS_CA_FILE),
         cert: read(config.REDIS_TLS_CERT_FILE),
@@ -82,10 +84,9 @@ export function redisClusterNodes(config: Config): { host: string; port: number 
 /** kafkajs' brokers, TLS and SASL (PLAIN, SCRAM, or OAUTHBEARER through KAFKA_OAUTHBEARER_MODULE). */
 export function kafkaConnection(config: Config): Pick<KafkaConfig, 'brokers' | 'ssl' | 'sasl'> {
   const brokers = config.KAFKA_BROKERS ? config.KAFKA_BROKERS.split(',') : [`${config.KAFKA_HOST}:${config.KAFKA_PORT}`];
-  const tls = config.KAFKA_TLS || Boolean(config.KAFKA_TLS_CA_FILE);
   return {
     brokers,
-    ...(tls && { ssl: { ca: read(config.KAFKA_TLS_CA_FILE), cert: read(config.KAFKA_TLS_CERT_FILE), key: read(config.KAFKA_TLS_KEY_FILE) } }),
+    ...(config.KAFKA_TLS && { ssl: { ca: read(config.KAFKA_TLS_CA_FILE), cert: read(config.KAFKA_TLS_CERT_FILE), key: read(config.KAFKA_TLS_KEY_FILE) } }),
     ...(config.KAFKA_SASL_MECHANISM !== 'none' && { sasl: kafkaSasl(config) }),
   };
 }
@@ -112,15 +113,14 @@ export function temporalConnection(config: Config): {
   tls?: { serverRootCACertificate?: Buffer; serverNameOverride?: string; clientCertPair?: { crt: Buffer; key: Buffer } };
   apiKey?: string;
 } {
-  const tls =
-    config.TEMPORAL_TLS || Boolean(config.TEMPORAL_TLS_CA_FILE || config.TEMPORAL_TLS_CERT_FILE || config.TEMPORAL_API_KEY)
-      ? {
-          serverRootCACertificate: read(config.TEMPORAL_TLS_CA_FILE),
-          serverNameOverride: config.TEMPORAL_TLS_SERVER_NAME,
-          ...(config.TEMPORAL_TLS_CERT_FILE && {
-            clientCertPair: { crt: read(config.TEMPORAL_TLS_CERT_FILE) as Buffer, key: read(config.TEMPORAL_TLS_KEY_FILE) as Buffer },
-          }),
-        }
-      : undefined;
+  const tls = config.TEMPORAL_TLS
+    ? {
+        serverRootCACertificate: read(config.TEMPORAL_TLS_CA_FILE),
+        serverNameOverride: config.TEMPORAL_TLS_SERVER_NAME,
+        ...(config.TEMPORAL_TLS_CERT_FILE && {
+          clientCertPair: { crt: read(config.TEMPORAL_TLS_CERT_FILE) as Buffer, key: read(config.TEMPORAL_TLS_KEY_FILE) as Buffer },
+        }),
+      }
+    : undefined;
   return { address: `${config.TEMPORAL_HOST}:${config.TEMPORAL_PORT}`, ...(tls && { tls }), ...(config.TEMPORAL_API_KEY && { apiKey: config.TEMPORAL_API_KEY }) };
 }

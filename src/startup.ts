@@ -1,10 +1,10 @@
 /**
  * What a process says when a store is out of reach: the store's name and the driver's own cause (a refused
  * connection, a certificate its CA did not sign, a wrong password), so that a failed start and /readyz say
- * which service failed and why. Drivers do not put secrets in these messages; we add none.
+ * which service failed and why. A URL's password is blotted out of these messages (redactUrls); we add no secret.
  */
 import { connect as tlsConnect } from 'node:tls';
-import type { Config } from './config';
+import { redactUrls, type Config } from './config';
 import { temporalConnection } from './connections';
 
 /** A store the process could not reach; its message is `<service>: <cause>`. */
@@ -100,14 +100,18 @@ async function temporalTlsCause(config: Config, settleMs = 500): Promise<string 
 
 /**
  * The readable cause of a driver's error: its message, or its inner errors' (AggregateError, as node-pg and
- * undici raise for several addresses) and its code when the message is empty.
+ * undici raise for several addresses) and its code when the message is empty; a URL's password blotted out.
  */
 export function causeOf(err: unknown): string {
-  if (err instanceof AggregateError && err.errors.length) return [...new Set(err.errors.map(causeOf))].join('; ');
+  return redactUrls(causeText(err));
+}
+
+function causeText(err: unknown): string {
+  if (err instanceof AggregateError && err.errors.length) return [...new Set(err.errors.map(causeText))].join('; ');
   if (isErrorLike(err)) {
     const code = (err as NodeJS.ErrnoException).code;
     const message = err.message || String(code ?? err.name);
-    const inner = isErrorLike(err.cause) && !message.includes(err.cause.message) ? ` (${causeOf(err.cause)})` : '';
+    const inner = isErrorLike(err.cause) && !message.includes(err.cause.message) ? ` (${causeText(err.cause)})` : '';
     return `${message}${inner}`;
   }
   return String(err);

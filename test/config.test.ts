@@ -104,3 +104,48 @@ test('each client gets its address, TLS and credentials', () => {
   expect(pgConnection(loadConfig({ PGSSLMODE: 'require' })).ssl).toMatchObject({ rejectUnauthorized: false });
   expect(pgConnection(loadConfig({ PGSSLMODE: 'verify-ca' })).ssl).toMatchObject({ rejectUnauthorized: true, checkServerIdentity: expect.any(Function) });
 });
+
+test('a URL with credentials is shown with its password blotted out', () => {
+  const message = refusal({ DATABASE_URL: 'postgres://app:S3cr3tPw@db:99999/x', REDIS_URL: 'redis://cache-user:R3d1sPw@cache:99999/0' });
+  expect(message).toContain('DATABASE_URL');
+  expect(message).toContain('postgres://app:***@db:99999/x');
+  expect(message).toContain('redis://cache-user:***@cache:99999/0');
+  expect(message).not.toMatch(/S3cr3tPw|R3d1sPw/);
+});
+
+test('any TLS setting turns TLS on; with its switch set to false it is refused, one line each', () => {
+  const [ca, cert, key] = [file('tls-ca.pem', 'CA'), file('tls-cert.pem', 'CERT'), file('tls-key.pem', 'KEY')];
+  expect(redisConnection(loadConfig({ REDIS_TLS_CERT_FILE: cert, REDIS_TLS_KEY_FILE: key, REDIS_PASSWORD: 'pw' })).tls).toBeDefined();
+  expect(redisConnection(loadConfig({ REDIS_TLS_SERVER_NAME: 'cache.internal' })).tls).toMatchObject({ servername: 'cache.internal' });
+  expect(kafkaConnection(loadConfig({ KAFKA_TLS_CERT_FILE: cert, KAFKA_TLS_KEY_FILE: key })).ssl).toBeDefined();
+  expect(temporalConnection(loadConfig({ TEMPORAL_TLS_SERVER_NAME: 'frontend.internal' })).tls).toMatchObject({ serverNameOverride: 'frontend.internal' });
+  expect(redisConnection(loadConfig({ REDIS_TLS: 'false' })).tls).toBeUndefined();
+
+  const lines = (env: Record<string, string>) => refusal(env).split('\n').slice(1);
+  expect(lines({ REDIS_TLS: 'false', REDIS_TLS_CERT_FILE: cert, REDIS_TLS_KEY_FILE: key })).toEqual([
+    '  REDIS_TLS: false contradicts REDIS_TLS_CERT_FILE, REDIS_TLS_KEY_FILE: TLS settings without TLS (set REDIS_TLS=true, or drop them) (got "false")',
+  ]);
+  expect(lines({ REDIS_TLS: 'false', REDIS_URL: 'rediss://cache:6380' })).toEqual([expect.stringMatching(/^ {2}REDIS_TLS: false contradicts REDIS_URL \(rediss:\/\/\)/)]);
+  expect(lines({ KAFKA_TLS: 'false', KAFKA_TLS_CA_FILE: ca })).toEqual([expect.stringMatching(/^ {2}KAFKA_TLS: false contradicts KAFKA_TLS_CA_FILE:/)]);
+  expect(lines({ TEMPORAL_TLS: 'false', TEMPORAL_TLS_SERVER_NAME: 'frontend.internal' })).toEqual([expect.stringMatching(/^ {2}TEMPORAL_TLS: false contradicts TEMPORAL_TLS_SERVER_NAME:/)]);
+  expect(lines({ PGSSLROOTCERT: ca })).toEqual([expect.stringMatching(/^ {2}PGSSLMODE: disable contradicts PGSSLROOTCERT: TLS files without TLS/)]);
+  expect(lines({ DATABASE_URL: `postgres://db/x?sslmode=disable&sslrootcert=${ca}` })).toEqual([expect.stringMatching(/^ {2}PGSSLMODE: disable contradicts PGSSLROOTCERT/)]);
+});
+
+test("PGSSLMODE and DATABASE_URL's parameters mean what they mean to libpq; the others are refused", () => {
+  const [ca, cert, key] = [file('pg-ca.pem', 'PGCA'), file('pg-cert.pem', 'PGCERT'), file('pg-key.pem', 'PGKEY')];
+  // require with a root certificate verifies the chain, as libpq does (verify-ca).
+  expect(pgConnection(loadConfig({ PGSSLMODE: 'require', PGSSLROOTCERT: ca })).ssl).toMatchObject({ rejectUnauthorized: true, checkServerIdentity: expect.any(Function) });
+  // The URL's parameters win over the variables.
+  const fromUrl = pgConnection(
+    loadConfig({ PGSSLMODE: 'require', DATABASE_URL: `postgres://shop@db.internal/orders?sslmode=verify-full&sslrootcert=${ca}&sslcert=${cert}&sslkey=${key}&application_name=flash` }),
+  );
+  expect(fromUrl).toMatchObject({ host: 'db.internal', application_name: 'flash', ssl: { rejectUnauthorized: true, servername: 'db.internal' } });
+  expect((fromUrl.ssl as { checkServerIdentity?: unknown }).checkServerIdentity).toBeUndefined();
+  expect((['ca', 'cert', 'key'] as const).map((k) => String((fromUrl.ssl as Record<string, Buffer>)[k]))).toEqual(['PGCA', 'PGCERT', 'PGKEY']);
+
+  expect(refusal({ DATABASE_URL: 'postgres://db/x?sslmode=prefer' })).toContain('DATABASE_URL: sslmode=prefer is not supported');
+  expect(refusal({ DATABASE_URL: 'postgres://db/x?ssl=true&connect_timeout=3' })).toMatch(/parameter ssl is not supported[^\n]*\n[^\n]*parameter connect_timeout is not supported/);
+  expect(refusal({ DATABASE_URL: `postgres://db/x?sslmode=verify-full&sslrootcert=${join(dir, 'nowhere.pem')}` })).toContain('DATABASE_URL: sslrootcert: no readable file');
+  expect(refusal({ DATABASE_URL: `postgres://db/x?sslmode=require&sslcert=${cert}` })).toContain('DATABASE_URL: sslcert and sslkey go together');
+});

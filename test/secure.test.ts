@@ -127,7 +127,7 @@ const REFUSALS: [string, 'api' | 'worker', Record<string, string>, RegExp][] = [
   ['Redis: a wrong password', 'api', { REDIS_PASSWORD_FILE: '', REDIS_PASSWORD: 'not-the-password' }, /^api cannot start: redis: WRONGPASS/m],
   ['Redis: a plaintext client on its TLS port', 'api', { REDIS_TLS: 'false', REDIS_TLS_CA_FILE: '' }, /^api cannot start: redis: .*(ECONNRESET|closed)/m],
   ['PostgreSQL: a wrong password', 'api', withoutPgPasswordFile, /^api cannot start: postgres: password authentication failed for user "flash_sale"/m],
-  ['PostgreSQL: a plaintext client (sslmode=disable)', 'api', { PGSSLMODE: 'disable' }, /^api cannot start: postgres: no pg_hba\.conf entry .*no encryption/m],
+  ['PostgreSQL: a plaintext client (sslmode=disable)', 'api', { PGSSLMODE: 'disable', PGSSLROOTCERT: '' }, /^api cannot start: postgres: no pg_hba\.conf entry .*no encryption/m],
   ['PostgreSQL: a CA that did not sign its certificate', 'api', { PGSSLROOTCERT: file('other-ca.pem') }, /^api cannot start: postgres: .*certificate/m],
   ['Temporal: an expired client certificate', 'api', { TEMPORAL_TLS_CERT_FILE: file('expired-client.pem'), TEMPORAL_TLS_KEY_FILE: file('expired-client.key') }, /^api cannot start: temporal: .*\(TLS: .*certificate expired\)/m],
   ['Temporal: no client certificate', 'api', { TEMPORAL_TLS_CERT_FILE: '', TEMPORAL_TLS_KEY_FILE: '' }, /^api cannot start: temporal: .*\(TLS: .*certificate required\)/m],
