@@ -1,14 +1,26 @@
+#!lua
 -- Records a buyer's live order on their home shard before its unit is sought on another shard (I3 across shards).
 -- KEYS[1] live order per buyer     {<home tag>}:buyers   hash userId -> orderId
--- KEYS[2] claims in progress       {<home tag>}:claims   sorted set orderId|itemId|userId by claim time (ms)
--- ARGV    userId, orderId, itemId, nowMs
--- Returns {1} claimed | {2, heldOrderId} already purchased (nothing written).
+-- KEYS[2] claims in progress       {<home tag>}:claims   sorted set of claim members by claim time (ms, Redis' clock)
+-- ARGV    userId, orderId, claim member (src/reservation/formats.ts)
+-- Returns {1, claimedAtMs, nodeId} claimed | {2, heldOrderId} already purchased (nothing written).
+-- Idempotent per orderId (I5): run again for the same order, it finds its own claim, writes nothing and answers
+-- the same claim time (a claim already settled is made again, and settled again by the take that follows).
 -- The claim is settled (ZREM) once take.lua reserved the unit on some shard, or undone by unclaim.lua when no
--- shard had one; a claim left by a crash in between is repaired by the starters (ReservationStore.repairClaims).
+-- shard had one; a claim left by a crash in between is repaired by src/reservation/claims.ts. Its time is
+-- Redis' (TIME), so that every judge of its age reads one clock, whatever the API host's.
 local held = redis.call('HGET', KEYS[1], ARGV[1])
-if held then
+if held and held ~= ARGV[2] then
   return {2, held}
 end
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[2] .. '|' .. ARGV[3] .. '|' .. ARGV[1])
+local id = redis.pcall('CLUSTER', 'MYID')
+local node = type(id) == 'string' and id or ''
+local claimedAt = redis.call('ZSCORE', KEYS[2], ARGV[3])
+if claimedAt then
+  return {1, tonumber(claimedAt), node}
+end
+local now = redis.call('TIME')
+claimedAt = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZADD', KEYS[2], claimedAt, ARGV[3])
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return {1}
+return {1, claimedAt, node}

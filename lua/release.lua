@@ -1,14 +1,17 @@
+#!lua
 -- Returns the unit of one order to stock, only if that very order still holds it (I2, I4, I5).
--- KEYS[1] stock of the item        {sale:<id>}:stock:<itemId>
--- KEYS[2] live order per buyer     {sale:<id>}:buyers
--- KEYS[3] reservations per order   {sale:<id>}:reservations
+-- KEYS[1] stock of the item        {<tag>}:stock:<itemId>
+-- KEYS[2] live order per buyer     {<tag>}:buyers
+-- KEYS[3] reservations per order   {<tag>}:reservations
+-- KEYS[4] units returned           {<tag>}:returns:<itemId>
 -- ARGV    orderId, itemId
--- Returns 1 released | 0 nothing held by this order (already released, or never reserved).
--- A repeated or stale release finds no reservation and changes nothing; the buyer's entry is cleared
--- only while it still names this order, so a newer order of the same buyer stays intact.
+-- Returns nothing: a repeated or stale release finds no reservation, changes nothing and answers the same (a
+-- client may have resent it after its reply was lost). The buyer's entry is cleared only while it still names
+-- this order, so a newer order of the same buyer stays intact.
+-- The one place Lua reads a reservation value: `itemId|userId|…`, src/reservation/formats.ts.
 local reservation = redis.call('HGET', KEYS[3], ARGV[1])
 if not reservation then
-  return 0
+  return
 end
 local itemId, userId = string.match(reservation, '^([^|]+)|([^|]+)|')
 if itemId ~= ARGV[2] then
@@ -19,4 +22,4 @@ if redis.call('HGET', KEYS[2], userId) == ARGV[1] then
   redis.call('HDEL', KEYS[2], userId)
 end
 redis.call('INCR', KEYS[1])
-return 1
+redis.call('INCR', KEYS[4])

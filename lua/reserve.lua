@@ -1,28 +1,44 @@
--- Reserves one unit for one buyer and queues the order's workflow start, in one atomic step (I1, I2, I3, I4).
--- KEYS[1] stock of the item        {sale:<id>}:stock:<itemId>   integer
--- KEYS[2] live order per buyer     {sale:<id>}:buyers           hash userId -> orderId
--- KEYS[3] reservations per order   {sale:<id>}:reservations     hash orderId -> itemId|userId|reservedAtMs|priceMinor|paymentWindowMs
--- KEYS[4] start queue              {sale:<id>}:accepted         stream of orders whose workflow is to be started
--- ARGV    userId, orderId, itemId, reservedAtMs, priceMinor, paymentWindowMs
--- Returns {1, stockLeft} reserved | {2, heldOrderId} already purchased | {3} sold out | {4} stock not loaded.
--- A refusal writes nothing. The buyer check comes first so a holder is told 409, not 410.
--- The queue entry is written first: it is the one write that can fail (wrong key type, out of memory), and a
--- script is not rolled back, so a failure must come before the reservation exists, never after.
+#!lua
+-- Reserves one unit for one buyer on their home shard and queues the order's workflow start, in one atomic step
+-- (I1, I2, I3, I4). The value formats are src/reservation/formats.ts's; this script stores them as given.
+-- KEYS[1] stock of the item        {<tag>}:stock:<itemId>     integer
+-- KEYS[2] live order per buyer     {<tag>}:buyers             hash userId -> orderId
+-- KEYS[3] reservations per order   {<tag>}:reservations       hash orderId -> reservation value
+-- KEYS[4] start queue              {<tag>}:accepted           stream of orders whose workflow is to be started
+-- KEYS[5] units returned           {<tag>}:returns:<itemId>   integer, counted by release.lua
+-- ARGV    userId, orderId, reservation value, then the start queue entry's field/value pairs
+-- Returns {1, stockLeft, nodeId} reserved | {2, heldOrderId} already purchased | {3, returns} sold out here |
+-- {4} stock not loaded. nodeId names the cluster node that holds the write ('' on a single Redis), for the
+-- replication barrier (src/reservation/replication.ts); returns lets a buyer tell whether a unit came back
+-- since (src/reservation/store.ts, SOLD_OUT across shards).
+-- Idempotent per orderId (I5): run again for the same order (a client resent it after its reply was lost), it
+-- finds the order's reservation and the buyer's entry naming it, writes nothing and answers as the first run did.
+-- A refusal writes nothing. The buyer check comes first so a holder is told 409, not 410. The queue entry is
+-- written first: it is the one write that can fail (wrong key type, out of memory), and a script is not rolled
+-- back, so a failure must come before the reservation exists, never after.
+local function node()
+  local id = redis.pcall('CLUSTER', 'MYID')
+  return type(id) == 'string' and id or ''
+end
 local stock = redis.call('GET', KEYS[1])
 if not stock then
   return {4}
 end
+stock = tonumber(stock)
 local held = redis.call('HGET', KEYS[2], ARGV[1])
-if held then
+if held == ARGV[2] and redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
+  return {1, stock, node()}
+end
+if held and held ~= ARGV[2] then
   return {2, held}
 end
-stock = tonumber(stock)
-if stock <= 0 then
-  return {3}
+-- Without a unit here, or claimed here for a unit sought on another shard (held by this order, not reserved
+-- here): none for this order on this shard.
+if stock <= 0 or held then
+  return {3, tonumber(redis.call('GET', KEYS[5]) or '0')}
 end
-redis.call('XADD', KEYS[4], '*', 'orderId', ARGV[2], 'itemId', ARGV[3], 'userId', ARGV[1], 'reservedAtMs', ARGV[4],
-  'priceMinor', ARGV[5], 'paymentWindowMs', ARGV[6])
+redis.call('XADD', KEYS[4], '*', unpack(ARGV, 4))
 redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[3] .. '|' .. ARGV[1] .. '|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. ARGV[6])
-return {1, stock - 1}
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+return {1, stock - 1, node()}

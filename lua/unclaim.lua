@@ -1,12 +1,11 @@
+#!lua
 -- Clears a buyer's live order on their home shard, only while it still names this order, and drops its claim
--- (I3, I5: a repeated or stale call leaves a newer order of the same buyer intact).
+-- (I3, I5: a repeated or stale call leaves a newer order of the same buyer intact, and answers the same).
 -- KEYS[1] live order per buyer     {<home tag>}:buyers
 -- KEYS[2] claims in progress       {<home tag>}:claims
--- ARGV    userId, orderId, itemId
--- Returns 1 when the buyer's entry named this order and was cleared, else 0.
-redis.call('ZREM', KEYS[2], ARGV[2] .. '|' .. ARGV[3] .. '|' .. ARGV[1])
+-- ARGV    userId, orderId, claim member (src/reservation/formats.ts)
+-- Returns nothing.
+redis.call('ZREM', KEYS[2], ARGV[3])
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
   redis.call('HDEL', KEYS[1], ARGV[1])
-  return 1
 end
-return 0

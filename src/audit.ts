@@ -11,7 +11,8 @@ import type { Pool } from 'pg';
 import type { OrderEvent, OrderEventType } from './order/events';
 import type { OrderStatus } from './order/types';
 import { itemShardCount, shardQuantity } from './reservation/layout';
-import type { FlashRedis, ReservationStore } from './reservation/store';
+import type { ReservationStore } from './reservation/store';
+import type { FlashRedis } from './reservation/client';
 import { OrderStatusKey } from './workflows/definitions';
 
 export interface Check {

@@ -5,6 +5,7 @@
  */
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { DEFAULT_CLAIM_IDLE_MS } from './reservation/claims';
 
 const DEV_JWT_SECRET = 'dev-only-flash-sale-jwt-secret-change-me-0123456789';
 const DEV_ADMIN_TOKEN = 'dev-only-admin-token';
@@ -258,9 +259,11 @@ const fields = z.object({
   STARTER_YIELD_MAX_MS: positiveMs(5000),
   /**
    * An accepted order left pending this long by a starter (one that died, or whose start failed) is claimed by
-   * another; longer than TEMPORAL_CALL_TIMEOUT_MS, so that a start still in flight is not taken.
+   * another; longer than TEMPORAL_CALL_TIMEOUT_MS, so that a start still in flight is not taken. A purchase claim
+   * this old (by Redis' clock) is repaired, every half of it; a claim's unit may be taken for half of it
+   * (src/reservation/claims.ts).
    */
-  STARTER_CLAIM_IDLE_MS: positiveMs(30_000),
+  STARTER_CLAIM_IDLE_MS: positiveMs(DEFAULT_CLAIM_IDLE_MS),
 
   ...(Object.fromEntries(FILE_SECRETS.map((name) => [`${name}_FILE`, readableFile.optional()])) as Record<
     `${(typeof FILE_SECRETS)[number]}_FILE`,

@@ -13,7 +13,8 @@ import { createPool } from '../src/db';
 import type { Order, OrderStatus } from '../src/order/types';
 import { createKafka } from '../src/kafka';
 import { Orders } from '../src/order/store';
-import { createRedis, ReservationStore, type FlashRedis } from '../src/reservation/store';
+import { ReservationStore } from '../src/reservation/store';
+import { createRedis, type FlashRedis } from '../src/reservation/client';
 import { SaleLayouts, shardKeys } from '../src/reservation/layout';
 import { createSale, loadSale, type Sale } from '../src/sale/sales';
 

@@ -179,6 +179,8 @@ export interface CallOptions {
   /** Raw request body (sent as-is). */
   body?: string;
   headers?: Record<string, string>;
+  /** The call fails (a TimeoutError) when no response came within this many ms. */
+  timeoutMs?: number;
 }
 
 /**
@@ -194,7 +196,7 @@ export function http(baseUrl: string) {
       body = JSON.stringify(options.json);
       headers['content-type'] ??= 'application/json';
     }
-    const res = await fetch(`${baseUrl}${path}`, { method, headers, body });
+    const res = await fetch(`${baseUrl}${path}`, { method, headers, body, ...(options.timeoutMs !== undefined && { signal: AbortSignal.timeout(options.timeoutMs) }) });
     const text = await res.text();
     validateResponse({ method, path, status: res.status, headers: res.headers, text });
     let parsed: ApiBody = {};

@@ -11,7 +11,7 @@ import { PassThrough } from 'node:stream';
 import { promisify } from 'node:util';
 import Redis from 'ioredis';
 import { createLogger } from '../src/logger';
-import { createRedis } from '../src/reservation/store';
+import { createRedis } from '../src/reservation/client';
 import { testConfig } from './helpers';
 import { startRedisServer, type RedisServer } from './redisServer';
 

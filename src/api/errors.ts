@@ -5,6 +5,7 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type { Context } from 'koa';
+import { isOutcomeUnknown } from '../reservation/client';
 
 export const STATUS_OF = {
   INVALID_ITEM_ID: 400,
@@ -88,10 +89,6 @@ export function clientErrorResponse(err: { code?: unknown }): string {
 }
 
 const PG_CONNECTION_LOST = /^(Connection terminated|timeout exceeded when trying to connect)/;
-// ioredis without its offline queue (the API's client) refuses a command at once while disconnected, and fails
-// one in flight when the connection drops, by message only; an auto-pipelined batch that the drop cut short
-// fails its unanswered commands with "Command aborted due to connection close".
-const REDIS_DISCONNECTED = /^(Stream isn't writeable and enableOfflineQueue options is false|Connection is closed\.|Command aborted due to connection close)/;
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P03']);
 
@@ -103,8 +100,9 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EP
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: unknown; name?: unknown };
   if (typeof e?.code === 'string' && CONNECTION_CODES.has(e.code)) return true;
-  if (e?.name === 'MaxRetriesPerRequestError') return true;
+  // ioredis: a command that got no answer (refused while disconnected, cut off by a dropped connection, timed out).
+  if (isOutcomeUnknown(err)) return true;
   // node-postgres reports a dropped or timed-out connection by message only, without a code.
-  if (err instanceof Error && (PG_CONNECTION_LOST.test(err.message) || REDIS_DISCONNECTED.test(err.message))) return true;
+  if (err instanceof Error && PG_CONNECTION_LOST.test(err.message)) return true;
   return e?.name === 'ServiceError' && /UNAVAILABLE|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED/.test(`${err} ${(err as Error).message}`);
 }

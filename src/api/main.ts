@@ -11,7 +11,9 @@ import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
 import { createLogger, type Logger } from '../logger';
 import { Orders } from '../order/store';
-import { createRedis, ReservationStore } from '../reservation/store';
+import { ReservationStore } from '../reservation/store';
+import { createRedis } from '../reservation/client';
+import { ReplicationBarrier } from '../reservation/replication';
 import { SaleLayouts } from '../reservation/layout';
 import { OrderWorkflows } from '../temporal';
 import { createApp } from './app';
@@ -42,7 +44,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects. Auto-pipelining
   // sends the reservations of one event-loop turn in one write, where each write to an idle Redis costs a
   // syscall and its wake-up on both sides (docs/performance.md).
-  const redis = createRedis(config, { maxRetriesPerRequest: 1, enableOfflineQueue: false, enableAutoPipelining: true });
+  const redis = createRedis(config, { enableOfflineQueue: false, enableAutoPipelining: true });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   let workflows: OrderWorkflows;
   try {
@@ -56,12 +58,13 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     await pool.end();
     throw err;
   }
-  const store = new ReservationStore(redis, new SaleLayouts(pool), { replicas: config.REDIS_WAIT_REPLICAS, timeoutMs: config.REDIS_WAIT_TIMEOUT_MS });
+  const barrier = config.REDIS_WAIT_REPLICAS > 0 ? new ReplicationBarrier(redis, config) : undefined;
+  const store = new ReservationStore(redis, new SaleLayouts(pool), { barrier, replicas: config.REDIS_WAIT_REPLICAS, claimIdleMs: config.STARTER_CLAIM_IDLE_MS });
   const orders = new Orders(pool, store);
   const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'));
   soldOut.start();
-  // Its own connection: the queue's reads must not queue behind (or ahead of) the purchases' EVALSHAs.
-  const queueRedis = redis.duplicate();
+  // Its own client: the queue's reads must not queue behind (or ahead of) the purchases' EVALSHAs.
+  const queueRedis = createRedis(config);
   queueRedis.on('error', (err) => log.warn({ err: err.message }, 'redis error (start queue)'));
   // Scraped only once the server listens, so the starter is there by then.
   const metrics = createMetrics(
@@ -115,6 +118,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
       const drained = await Promise.race([closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), DRAIN_MS).unref())]);
       if (!drained) server.closeAllConnections();
       await starter?.stop();
+      barrier?.close();
       await Promise.allSettled([redis.quit(), queueRedis.quit(), pool.end(), workflows.close()]);
     },
   };

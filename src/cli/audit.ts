@@ -8,7 +8,8 @@ import { loadConfig } from '../config';
 import { createPool } from '../db';
 import { parseId } from '../ids';
 import { createKafka } from '../kafka';
-import { createRedis, ReservationStore } from '../reservation/store';
+import { ReservationStore } from '../reservation/store';
+import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';
 import { connectTemporal } from '../temporal';
 
@@ -16,7 +17,7 @@ async function main(): Promise<AuditReport> {
   const { values } = parseArgs({ options: { sale: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const config = loadConfig();
   const pool = createPool(config);
-  const redis = createRedis(config, { maxRetriesPerRequest: 3 });
+  const redis = createRedis(config);
   const temporal = await connectTemporal(config);
   try {
     let saleId = values.sale === undefined ? undefined : parseId(values.sale);

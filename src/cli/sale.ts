@@ -12,7 +12,8 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../config';
 import { createPool } from '../db';
 import { parseId } from '../ids';
-import { createRedis, ReservationStore } from '../reservation/store';
+import { ReservationStore } from '../reservation/store';
+import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';
 import { createSale, findSale, loadSale, SaleInput, type Sale } from '../sale/sales';
 
@@ -43,7 +44,7 @@ async function run(argv: string[]): Promise<Sale> {
   const [command, idText] = positionals;
   const config = loadConfig();
   const pool = createPool(config);
-  const redis = createRedis(config, { maxRetriesPerRequest: 3 });
+  const redis = createRedis(config);
   const store = new ReservationStore(redis, new SaleLayouts(pool));
   try {
     if (command === 'create') {

@@ -33,24 +33,37 @@ export function baseTag(saleId: number): string {
   return `{sale:${saleId}}`;
 }
 
-/** @returns the layout of a sale of one shard with the given items, as every sale before shards */
-export function oneShard(saleId: number, itemIds: readonly number[]): SaleLayout {
-  return { saleId, tags: [baseTag(saleId)], itemShards: new Map(itemIds.map((id) => [id, 1])) };
-}
 
 /** Redis keys of one shard; every key carries the shard's hash tag (one slot). */
 export function shardKeys(tag: string) {
   return {
     /** Live order per buyer homed on this shard: hash userId → orderId (I3). */
     buyers: `${tag}:buyers`,
-    /** Orders whose unit this shard's stock gave: hash orderId → itemId|userId|reservedAtMs|priceMinor|paymentWindowMs. */
+    /** Orders whose unit this shard's stock gave: hash orderId → reservation value (src/reservation/formats.ts). */
     reservations: `${tag}:reservations`,
     /** Stream of orders reserved on this shard whose workflow is still to be started (consumer group: the starters). */
     startQueue: `${tag}:accepted`,
-    /** Buyers homed here whose unit is being sought on another shard: sorted set `orderId|itemId|userId` by claim time (ms). */
+    /** Buyers homed here whose unit is being sought on another shard: sorted set of claim members (formats.ts) by claim time (ms, Redis' clock). */
     claims: `${tag}:claims`,
     stock: (itemId: number) => `${tag}:stock:${itemId}`,
+    /**
+     * Units of the item returned to this shard's stock, counted by every release (and moved on by a rebuild): a
+     * buyer who found the shard empty tells from it whether a unit came back since (SOLD_OUT across shards).
+     */
+    returns: (itemId: number) => `${tag}:returns:${itemId}`,
   };
+}
+
+/** Redis keys of shard 0 of a sale, the only shard of a one-shard sale. */
+export function saleKeys(saleId: number) {
+  return shardKeys(baseTag(saleId));
+}
+
+/** @throws LayoutError when the layout has no shard k (an order naming a shard its sale does not have) */
+export function tagOf(layout: SaleLayout, k: number): string {
+  const tag = layout.tags[k];
+  if (tag === undefined) throw new LayoutError(`sale ${layout.saleId} has no stock shard ${k}`);
+  return tag;
 }
 
 /** @returns the buyer's home shard, 0..shards−1: where their live order of the sale is recorded (I3) */

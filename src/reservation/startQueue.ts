@@ -11,8 +11,9 @@
 import type Redis from 'ioredis';
 import type { Cluster } from 'ioredis';
 import type { OrderInput } from '../order/types';
+import { parseEntryFields } from './formats';
 import { shardKeys } from './layout';
-import { waitForReplicas, type LayoutSource, type Replication } from './store';
+import type { LayoutSource } from './store';
 
 /** The consumer group every starter reads through. */
 export const STARTER_GROUP = 'starters';
@@ -23,13 +24,8 @@ export interface QueuedOrder {
   order: OrderInput;
 }
 
-/** Thrown for an entry without the fields reserve.lua writes; it stays pending (nothing can start it). */
-export class InvalidEntry extends Error {}
-
 /** A stream entry as Redis returns it (its id after `<k>/` on shard k): id and flat field/value list. */
 export type RawEntry = [id: string, fields: string[] | null];
-
-const FIELDS = ['orderId', 'itemId', 'userId', 'reservedAtMs', 'priceMinor', 'paymentWindowMs'] as const;
 
 /** @returns the shard and the stream's own id of an entry id */
 function splitId(entryId: string): { shard: number; id: string } {
@@ -40,17 +36,9 @@ function splitId(entryId: string): { shard: number; id: string } {
 const joinId = (shard: number, id: string) => (shard === 0 ? id : `${shard}/${id}`);
 const tagged = (shard: number, entries: RawEntry[]): RawEntry[] => entries.map(([id, fields]) => [joinId(shard, id), fields]);
 
-/** @throws InvalidEntry when a field reserve.lua writes is missing or a number is not one */
+/** @throws InvalidEntry (formats.ts) when a field of the entry is missing or a number is not one */
 export function parseEntry(saleId: number, [entryId, fields]: RawEntry): QueuedOrder {
-  const value = new Map<string, string>();
-  for (let i = 0; fields && i + 1 < fields.length; i += 2) value.set(fields[i], fields[i + 1]);
-  const missing = FIELDS.filter((f) => !value.has(f));
-  const numbers = { itemId: 0, reservedAtMs: 0, priceMinor: 0, paymentWindowMs: 0 };
-  for (const key of Object.keys(numbers) as (keyof typeof numbers)[]) numbers[key] = Number(value.get(key));
-  if (missing.length || Object.values(numbers).some((n) => !Number.isSafeInteger(n))) {
-    throw new InvalidEntry(`start queue entry ${entryId} of sale ${saleId} is not an order (${missing.length ? `missing ${missing.join(', ')}` : 'bad number'})`);
-  }
-  return { entryId, order: { orderId: value.get('orderId') as string, saleId, userId: value.get('userId') as string, ...numbers, stockShard: splitId(entryId).shard } };
+  return { entryId, order: { ...parseEntryFields(saleId, entryId, fields), stockShard: splitId(entryId).shard } };
 }
 
 const isNoGroup = (err: unknown) => err instanceof Error && err.message.startsWith('NOGROUP');
@@ -66,23 +54,15 @@ export class StartQueue {
   private readonly prefix: string;
 
   /**
-   * @param replication with replicas asked (REDIS_WAIT_REPLICAS), entries are handed out only once WAIT on this
-   *   connection, after the read, says that many replicas hold them: XREADGROUP and XAUTOCLAIM are writes that
-   *   follow the entry's script in the replication stream, so a workflow is never started for an order that a
-   *   failover of its master would take away
+   * Entries are handed out whatever their replicas hold (REDIS_WAIT_REPLICAS guards a purchase's answer, not the
+   * order's life): an order that got its 202, or a 503 after its unit was taken, starts and ends even while its
+   * master has no replica.
    */
   constructor(
     private readonly redis: Redis | Cluster,
     private readonly layouts: LayoutSource,
-    private readonly replication: Replication = { replicas: 0, timeoutMs: 0 },
   ) {
     this.prefix = redis.options.keyPrefix ?? '';
-  }
-
-  /** @returns the entries when they are on enough replicas (or none are asked), else none: they stay pending and are claimed again */
-  private async replicated(key: string, entries: RawEntry[]): Promise<RawEntry[]> {
-    if (!entries.length || this.replication.replicas === 0) return entries;
-    return (await waitForReplicas(this.redis, key, this.replication)) >= this.replication.replicas ? entries : [];
   }
 
   private async streams(saleId: number): Promise<string[]> {
@@ -132,7 +112,7 @@ export class StartQueue {
       const reply = (await this.inGroup(key, () => this.redis.xreadgroup('GROUP', STARTER_GROUP, consumer, 'COUNT', count - out.length, 'STREAMS', key, '>'))) as
         | [string, RawEntry[]][]
         | null;
-      out.push(...tagged(shard, await this.replicated(key, reply?.[0]?.[1] ?? [])));
+      out.push(...tagged(shard, reply?.[0]?.[1] ?? []));
     }
     return out;
   }
@@ -152,7 +132,7 @@ export class StartQueue {
     const [next, entries] = (await this.inGroup(key, () => this.redis.xautoclaim(key, STARTER_GROUP, consumer, minIdleMs, at.id, 'COUNT', count))) as [string, RawEntry[]];
     const nextCursor = next !== '0-0' ? joinId(shard, next) : shard + 1 < keys.length ? joinId(shard + 1, '0-0') : '0-0';
     // Redis 6.2 returned deleted entries with nil fields; they have no order to start.
-    return { entries: tagged(shard, await this.replicated(key, entries.filter(([, fields]) => fields !== null))), cursor: nextCursor };
+    return { entries: tagged(shard, entries.filter(([, fields]) => fields !== null)), cursor: nextCursor };
   }
 
   /** Acknowledges entries whose workflow exists and deletes them from their streams, in one MULTI per shard. */

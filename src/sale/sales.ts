@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { inTransaction } from '../db';
 import { liveOrders } from '../order/store';
 import { MAX_SHARDS } from '../reservation/layout';
+import { StockLoader } from '../reservation/loading';
 import type { ReservationStore } from '../reservation/store';
 
 const LAST_RFC3339_MS = Date.UTC(10000, 0, 1);
@@ -127,33 +128,38 @@ export async function recentSaleIds(pool: Pool): Promise<number[]> {
   return res.rows.map((r) => r.id);
 }
 
-/** Thrown by loadSale when a rebuild would overwrite stock that Redis still holds. */
+/** Thrown by loadSale when a rebuild has nothing to restore, or would go ahead beside shards that kept their data without force. */
 export class RebuildRefused extends Error {}
 
 /**
- * Loads the sale's stock into Redis: quantity − sold per item (sold = pending + paid, I2), per stock shard
- * (ReservationStore.load). Idempotent; with
- * rebuild, replaces Redis' view of the sale (stock, buyers, reservations) from PostgreSQL after Redis lost data.
- * A rebuild is refused while Redis still holds the sale's stock, unless forced: reservations whose orders
- * PostgreSQL has not stored yet (in flight, or backlogged in the worker) would be dropped and their units
- * sold twice over in Redis.
+ * Loads the sale's stock into Redis: quantity − sold per item (sold = pending + paid, I2), per stock shard, where
+ * a stock key is missing (idempotent). With rebuild, restores the shards that lost the sale's data (all their
+ * stock keys gone) from PostgreSQL and the other shards' reservations, and leaves the shards that kept theirs as
+ * they are (src/reservation/loading.ts). While any shard kept its data, a rebuild needs force: orders that were
+ * only on a lost shard and not yet stored by their workflow are gone, and the operator says they know
+ * (docs/operations.md, A shard lost its data).
  * @returns the loaded sale, or undefined when there is no such sale
- * @throws RebuildRefused when rebuild is asked without force and any of the sale's stock keys exists
+ * @throws RebuildRefused when no shard lost its data, or some kept theirs and force is not given
  */
 export async function loadSale(pool: Pool, store: ReservationStore, saleId: number, rebuild: boolean, force = false): Promise<Sale | undefined> {
   const sale = await findSale(pool, saleId);
   if (!sale) return undefined;
-  if (rebuild && !force) {
-    const stock = await store.stock(saleId, sale.items.map((i) => i.itemId));
-    if ([...stock.values()].some((left) => left !== undefined)) {
-      throw new RebuildRefused(`sale ${saleId}: Redis still holds its stock; a rebuild would drop reservations not yet in PostgreSQL (force to override)`);
-    }
+  const loader = new StockLoader(store);
+  const items = sale.items.map((item) => ({ itemId: item.itemId, quantity: item.quantity }));
+  if (!rebuild) {
+    await loader.load(saleId, items, await liveOrders(pool, saleId));
+    return sale;
   }
-  await store.load(
-    saleId,
-    sale.items.map((item) => ({ itemId: item.itemId, quantity: item.quantity })),
-    await liveOrders(pool, saleId),
-    rebuild,
-  );
+  const holding = await loader.holding(saleId, items);
+  const lost = holding.flatMap((holds, k) => (holds ? [] : [k]));
+  const kept = holding.flatMap((holds, k) => (holds ? [k] : []));
+  if (!lost.length) throw new RebuildRefused(`sale ${saleId}: every stock shard holds its data; nothing to rebuild`);
+  if (kept.length && !force) {
+    throw new RebuildRefused(
+      `sale ${saleId}: shard(s) ${lost.join(', ')} lost their data, shard(s) ${kept.join(', ')} kept theirs; a rebuild restores the lost ones only, ` +
+        'and orders that were only there and not yet stored are gone (force to go ahead)',
+    );
+  }
+  await loader.rebuild(saleId, items, await liveOrders(pool, saleId), lost);
   return sale;
 }

@@ -9,7 +9,8 @@ import { loadConfig } from '../config';
 import { createPool } from '../db';
 import { createLogger } from '../logger';
 import { SaleLayouts } from '../reservation/layout';
-import { createRedis, ReservationStore } from '../reservation/store';
+import { ReservationStore } from '../reservation/store';
+import { createRedis } from '../reservation/client';
 import { OrderWorkflows } from '../temporal';
 import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
 import { createStarter } from './starter';
@@ -18,7 +19,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'starter');
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
-  const redis = createRedis(config, { maxRetriesPerRequest: 1 });
+  const redis = createRedis(config);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   await reach('redis', once(redis, 'ready'));
   await checkAtStart('postgres', pool.query('SELECT 1'), (line) => log.warn(line));

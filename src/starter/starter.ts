@@ -20,8 +20,11 @@
  *   starts drains no later for being started meanwhile; the orders are payable from the 202 on. An idle
  *   starter also waits out the first window of orders after a quiet one, whose pace is not known yet.
  * - Entries pending with any starter for claimIdleMs or more are claimed (XAUTOCLAIM): those of a process that
- *   died, and those that failed here. On the same sweep, purchase claims older than claimIdleMs are repaired. claimIdleMs exceeds a start's deadline, so a start still in flight
+ *   died, and those that failed here. claimIdleMs exceeds a start's deadline, so a start still in flight
  *   elsewhere is not claimed; if one is, its second start finds the workflow and counts as started.
+ * - Purchase claims older than claimIdleMs (src/reservation/claims.ts) are repaired every claimIdleMs/2 on a timer
+ *   of their own, whatever the starts' capacity: a stranded claim answers its buyer 409 for an order that does
+ *   not exist, and strands most during a stampede, when the starts wait.
  * - Sales are polled one by one (each on its own key, as Redis Cluster requires), at most POLL_BATCH per turn
  *   and the busiest first: right away when this process has just reserved in the sale, else at an interval
  *   that doubles from 10 ms up to MAX_POLL_MS while a sale's queue stays empty. The sales are the recent ones
@@ -29,14 +32,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type Redis from 'ioredis';
-import type { Cluster } from 'ioredis';
 import type { Pool } from 'pg';
 import type { Config } from '../config';
 import type { OrderInput } from '../order/types';
 import type { Logger } from '../logger';
+import { repairClaims } from '../reservation/claims';
+import type { FlashRedis } from '../reservation/client';
 import type { ReservationStore } from '../reservation/store';
-import { InvalidEntry, parseEntry, StartQueue, type QueuedOrder, type RawEntry } from '../reservation/startQueue';
+import { InvalidEntry } from '../reservation/formats';
+import { parseEntry, StartQueue, type QueuedOrder, type RawEntry } from '../reservation/startQueue';
 import type { OrderWorkflows } from '../temporal';
 import { AcceptancePace, PACE_WINDOW_MS } from './pacing';
 import { RecentSales } from './recentSales';
@@ -47,8 +51,8 @@ export type StartFailure = 'resource_exhausted' | 'unavailable' | 'deadline_exce
 export interface StarterDeps {
   queue: StartQueue;
   /**
-   * Settles or undoes the sale's purchase claims older than claimIdleMs (ReservationStore.repairClaims): those
-   * of an API process that died between the claim and its outcome, on a sale of several stock shards.
+   * Settles or undoes the sale's purchase claims older than olderThanMs (src/reservation/claims.ts): those of an
+   * API process that died, or stalled, between the claim and its outcome, on a sale of several stock shards.
    */
   repairClaims(saleId: number, olderThanMs: number): Promise<{ settled: number; undone: number }>;
   /** Starts the order's workflow; 'already-started' when its id exists. */
@@ -132,6 +136,8 @@ export class Starter {
   /** Starts still allowed until the next backlog reading. */
   private budget = 0;
   private lastReadError = 0;
+  private claimSweep: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
   private readonly pace: AcceptancePace;
   private paceWas: 'go' | 'wait' | 'overdue' = 'go';
 
@@ -139,11 +145,14 @@ export class Starter {
     this.pace = new AcceptancePace(deps.yieldAbovePerS, deps.yieldMaxMs);
   }
 
-  /** Starts the loop (idempotent). */
+  /** Starts the loop and the claim sweep (idempotent). */
   start(): void {
     if (this.running) return;
     this.running = true;
     this.loop = this.run();
+    this.claimSweep = setInterval(() => {
+      this.sweeping ??= this.sweepClaims().finally(() => (this.sweeping = undefined));
+    }, this.deps.claimIdleMs / 2);
   }
 
   /**
@@ -168,8 +177,9 @@ export class Starter {
    */
   async stop(): Promise<void> {
     this.running = false;
+    clearInterval(this.claimSweep);
     this.wake?.();
-    await this.loop;
+    await Promise.all([this.loop, this.sweeping]);
     await Promise.allSettled(this.inFlight);
     const holds = new Set(this.retry.map((r) => r.saleId));
     await Promise.allSettled([...this.sales.keys()].filter((id) => !holds.has(id)).map((id) => this.deps.queue.leave(id, this.deps.consumer)));
@@ -286,7 +296,6 @@ export class Starter {
       if (free <= 0 || !this.running || Date.now() < this.pausedUntil) return;
       const raw: RawEntry[] = [];
       if (now >= state.nextClaimAt) {
-        if (state.claimCursor === '0-0') await this.repair(saleId);
         const claimed = await this.deps.queue.claim(saleId, this.deps.consumer, this.deps.claimIdleMs, free, state.claimCursor);
         state.claimCursor = claimed.cursor;
         // A sweep that went round waits; one that stopped part-way goes on at the next poll.
@@ -308,13 +317,16 @@ export class Starter {
     }
   }
 
-  /** Repairs the sale's stale purchase claims; a failure is logged and tried again at the next sweep. */
-  private async repair(saleId: number): Promise<void> {
-    try {
-      const repaired = await this.deps.repairClaims(saleId, this.deps.claimIdleMs);
-      if (repaired.settled || repaired.undone) this.deps.log.warn({ saleId, ...repaired }, 'purchase claims left by a crash repaired');
-    } catch (err) {
-      this.deps.log.warn({ err, saleId }, 'purchase claims not repaired; trying again at the next sweep');
+  /** Repairs the stale purchase claims of every recent sale; a failure is logged and tried again at the next sweep. */
+  private async sweepClaims(): Promise<void> {
+    const saleIds = await this.deps.saleIds().catch(() => [...this.sales.keys()]);
+    for (const saleId of saleIds) {
+      try {
+        const repaired = await this.deps.repairClaims(saleId, this.deps.claimIdleMs);
+        if (repaired.settled || repaired.undone) this.deps.log.warn({ saleId, ...repaired }, 'purchase claims left by a crash repaired');
+      } catch (err) {
+        this.deps.log.warn({ err, saleId }, 'purchase claims not repaired; trying again at the next sweep');
+      }
     }
   }
 
@@ -405,13 +417,13 @@ export class Starter {
  */
 export function createStarter(
   config: Config,
-  clients: { redis: Redis | Cluster; store: ReservationStore; pool: Pool; workflows: OrderWorkflows; log: Logger },
+  clients: { redis: FlashRedis; store: ReservationStore; pool: Pool; workflows: OrderWorkflows; log: Logger },
   hooks: Pick<StarterDeps, 'onStarted' | 'onFailure' | 'onBacklog'>,
 ): Starter {
   const recentSales = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS);
   return new Starter({
-    queue: new StartQueue(clients.redis, clients.store.layouts, { replicas: config.REDIS_WAIT_REPLICAS, timeoutMs: config.REDIS_WAIT_TIMEOUT_MS }),
-    repairClaims: (saleId, olderThanMs) => clients.store.repairClaims(saleId, olderThanMs),
+    queue: new StartQueue(clients.redis, clients.store.layouts),
+    repairClaims: (saleId, olderThanMs) => repairClaims(clients.redis, clients.store.layouts, saleId, olderThanMs),
     start: (order) => clients.workflows.start(order),
     saleIds: () => recentSales.ids(),
     taskBacklog: () => clients.workflows.taskBacklog(),

@@ -13,7 +13,8 @@ import { EventPublisher } from '../order/publisher';
 import { Orders } from '../order/store';
 import { createLogger, type Logger } from '../logger';
 import { workflowBundle, type BundleOption } from './bundle';
-import { createRedis, ReservationStore } from '../reservation/store';
+import { ReservationStore } from '../reservation/store';
+import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';
 import { causeOf, checkAtStart, reachTemporal } from '../startup';
 
@@ -38,7 +39,7 @@ export async function startWorker(
   log: Logger = createLogger(config.LOG_LEVEL, 'worker'),
 ): Promise<RunningWorker> {
   const pool = createPool(config);
-  const redis = createRedis(config, { maxRetriesPerRequest: 3 });
+  const redis = createRedis(config);
   let events: EventPublisher;
   let connection: NativeConnection;
   try {

@@ -5,7 +5,7 @@
  * workflows so that PostgreSQL holds the orders a rebuild reads. Every response is checked against openapi.yaml.
  */
 import { randomUUID } from 'node:crypto';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import { buyerToken, eventually, testConfig, type Clients } from '../helpers';
 import type { ApiBody, Http } from '../openapi';
 import { useAppHarness } from './harness';

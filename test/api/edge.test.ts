@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { SaleGates } from '../../src/api/saleGate';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import type { Sale } from '../../src/sale/sales';
 import { buyerToken, createTestSale, eventually, testConfig } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { connect } from 'node:net';
 import { generateKeyPair, SignJWT } from 'jose';
 import { startApi, type RunningApi } from '../../src/api/main';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import type { Sale } from '../../src/sale/sales';
 import { buyerToken, eventually, createTestSale, rawRequest, testConfig, type Clients } from '../helpers';
 import { http, type CallOptions, type Http } from '../openapi';

@@ -1,12 +1,14 @@
 /**
  * ReservationStore (reserve.lua / release.lua) directly against the real Redis: a release frees exactly the
- * order it names, once (I2, I4, I5), and the scripts survive a flushed script cache (EVALSHA → EVAL).
+ * order it names, once (I2, I4, I5); a reservation or a release run twice for one order (a resend after a lost
+ * reply) leaves Redis as the first run did and answers the same; and the scripts survive a flushed script cache
+ * (EVALSHA → EVAL).
  * Each test uses its own sale, whose keys (start queue included) are deleted afterwards so that no starter
  * starts workflows for these orders.
  */
 import { randomUUID } from 'node:crypto';
 import type { OrderInput } from '../../src/order/types';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import type { Sale } from '../../src/sale/sales';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
 
@@ -21,7 +23,7 @@ beforeAll(() => {
 afterAll(async () => {
   for (const sale of sales) {
     const keys = saleKeys(sale.saleId);
-    await clients.redis.del(keys.buyers, keys.reservations, keys.startQueue, ...sale.items.map((i) => keys.stock(i.itemId)));
+    await clients.redis.del(keys.buyers, keys.reservations, keys.startQueue, ...sale.items.flatMap((i) => [keys.stock(i.itemId), keys.returns(i.itemId)]));
   }
   await clients.close();
 });
@@ -44,11 +46,35 @@ test('releasing the same order twice returns exactly one unit', async () => {
   const orderId = randomUUID();
   expect(await clients.store.reserve(order(saleId, itemId, 'twice', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0 });
 
-  expect(await clients.store.release({ saleId, itemId, orderId, userId: 'twice' })).toBe(true);
+  await clients.store.release({ saleId, itemId, orderId, userId: 'twice' });
   expect(await stock()).toBe(10);
-  expect(await clients.store.release({ saleId, itemId, orderId, userId: 'twice' })).toBe(false);
+  await clients.store.release({ saleId, itemId, orderId, userId: 'twice' });
   expect(await stock()).toBe(10);
   expect(await clients.redis.exists(keys.buyers, keys.reservations)).toBe(0);
+});
+
+test('a reservation run twice for one order, and its release run twice: Redis as after the first run, the same answers', async () => {
+  const { saleId, itemId, keys, stock } = await newSale(10);
+  const snapshot = async () => ({
+    stock: await stock(),
+    buyers: await clients.redis.hgetall(keys.buyers),
+    reservations: await clients.redis.hgetall(keys.reservations),
+    queue: await clients.redis.xrange(keys.startQueue, '-', '+'),
+    returns: await clients.redis.get(keys.returns(itemId)),
+  });
+  const once = order(saleId, itemId, 'resent', randomUUID());
+  const first = await clients.store.reserve(once);
+  const afterFirst = await snapshot();
+  expect(first).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0 });
+  expect(afterFirst.queue).toHaveLength(1);
+  expect(await clients.store.reserve(once)).toEqual(first);
+  expect(await snapshot()).toEqual(afterFirst);
+
+  await clients.store.release(once);
+  const afterRelease = await snapshot();
+  expect([afterRelease.stock, afterRelease.buyers, afterRelease.reservations]).toEqual([10, {}, {}]);
+  await clients.store.release(once);
+  expect(await snapshot()).toEqual(afterRelease);
 });
 
 test('a stale release (A, then the buyer reserves B, then A again) changes nothing; the live order stays B', async () => {
@@ -56,10 +82,10 @@ test('a stale release (A, then the buyer reserves B, then A again) changes nothi
   const orderA = randomUUID();
   const orderB = randomUUID();
   await clients.store.reserve(order(saleId, itemId, 'stale', orderA));
-  expect(await clients.store.release({ saleId, itemId, orderId: orderA, userId: 'stale' })).toBe(true);
+  await clients.store.release({ saleId, itemId, orderId: orderA, userId: 'stale' });
   expect(await clients.store.reserve(order(saleId, itemId, 'stale', orderB))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0 });
 
-  expect(await clients.store.release({ saleId, itemId, orderId: orderA, userId: 'stale' })).toBe(false);
+  await clients.store.release({ saleId, itemId, orderId: orderA, userId: 'stale' });
   expect(await stock()).toBe(9);
   expect(await clients.redis.hgetall(keys.buyers)).toEqual({ stale: orderB });
   expect(Object.keys(await clients.redis.hgetall(keys.reservations))).toEqual([orderB]);
@@ -102,6 +128,6 @@ test('after SCRIPT FLUSH, reserve and release still work (EVALSHA falls back to 
   const orderId = randomUUID();
   expect(await clients.store.reserve(order(saleId, itemId, 'after-flush', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 3, stockShard: 0 });
   await clients.redis.script('FLUSH');
-  expect(await clients.store.release({ saleId, itemId, orderId, userId: 'after-flush' })).toBe(true);
+  await clients.store.release({ saleId, itemId, orderId, userId: 'after-flush' });
   expect(await stock()).toBe(4);
 });

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { startChild } from '../../tools/shared/processes';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import { STARTER_GROUP } from '../../src/reservation/startQueue';
 import { startOrderWorkflow } from '../../src/temporal';
 import { buildWorkflowBundle } from '../../src/worker/bundle';

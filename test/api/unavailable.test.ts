@@ -15,7 +15,7 @@ import type { Client } from '@temporalio/client';
 import pino from 'pino';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { newOrderId } from '../../src/order/id';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import calculateSlot from 'cluster-key-slot';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { shardQuantity } from '../../src/reservation/layout';
+import { repairClaims } from '../../src/reservation/claims';
 import { migrateSlot } from '../../tools/shared/localCluster';
 import { buyerToken, connectClients, createTestSale, type Clients } from '../helpers';
 import { http, type ApiReply } from '../openapi';
@@ -62,7 +63,7 @@ test('a shard’s slot migrated to another master during a burst: none lost or d
   for (const r of replies.filter((x) => x.status === 503)) expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
 
   // A purchase cut off between its claim and its outcome leaves a claim: repaired as the starters would.
-  await clients.store.repairClaims(sale.saleId, 0);
+  await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 0);
   const reservations = await clients.store.reservations(sale.saleId);
   const held = new Set(reservations.map((r) => r.orderId));
   expect(held.size).toBe(reservations.length);

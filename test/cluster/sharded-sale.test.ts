@@ -6,8 +6,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
+import Redis from 'ioredis';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { homeShard, shardKeys, shardQuantity, type SaleLayout } from '../../src/reservation/layout';
+import { repairClaims } from '../../src/reservation/claims';
+import { claimMember, entryFields, reservationValue } from '../../src/reservation/formats';
 import { loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
@@ -167,13 +170,24 @@ test('a unit taken from another shard than the buyer’s home goes back to that 
   const two = order(second);
   expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1 });
   expect(await stockOf(sale.saleId, itemId)).toEqual([0, 0, 1]);
+  // Run again for the same order (claim, take, settle, each resent), it answers the same and changes nothing.
+  const snapshot = async () => ({
+    stock: await stockOf(sale.saleId, itemId),
+    buyers: await clients.store.buyers(sale.saleId),
+    held: (await clients.store.reservations(sale.saleId)).map((r) => r.orderId).sort(),
+    claims: await clients.store.claims(sale.saleId),
+    queued: await Promise.all(layout.tags.map((tag) => clients.redis.xlen(shardKeys(tag).startQueue))),
+  });
+  const before = await snapshot();
+  expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1 });
+  expect(await snapshot()).toEqual(before);
   expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[first, one.orderId], [second, two.orderId]]));
 
-  expect(await clients.store.release({ ...two, stockShard: 1 })).toBe(true);
+  await clients.store.release({ ...two, stockShard: 1 });
   expect(await stockOf(sale.saleId, itemId)).toEqual([0, 1, 1]);
   expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[first, one.orderId]]));
   // Twice frees nothing more.
-  expect(await clients.store.release({ ...two, stockShard: 1 })).toBe(false);
+  await clients.store.release({ ...two, stockShard: 1 });
   expect(await stockOf(sale.saleId, itemId)).toEqual([0, 1, 1]);
   const again = order(second);
   expect(await clients.store.reserve(again)).toMatchObject({ kind: 'RESERVED' });
@@ -190,18 +204,26 @@ test('a claim left by a crash is repaired: undone when no shard holds its order,
   const home = shardKeys(layout.tags[2]);
   const lostOrder = randomUUID();
   const keptOrder = randomUUID();
-  // As an API process that died between claim.lua and its outcome would leave them.
-  await clients.redis.claim(home.buyers, home.claims, lost, lostOrder, String(itemId), String(Date.now() - 60_000));
-  await clients.redis.claim(home.buyers, home.claims, kept, keptOrder, String(itemId), String(Date.now() - 60_000));
+  // As an API process that died between claim.lua and its outcome would leave them, a minute ago.
+  const leftBehind = async (userId: string, orderId: string) => {
+    const member = claimMember({ orderId, itemId, userId });
+    expect(await clients.redis.claim(home.buyers, home.claims, userId, orderId, member)).toEqual([1, expect.any(Number), expect.any(String)]);
+    await clients.redis.zadd(home.claims, 'XX', Date.now() - 60_000, member);
+  };
+  await leftBehind(lost, lostOrder);
+  await leftBehind(kept, keptOrder);
   const s1 = shardKeys(layout.tags[1]);
-  await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, kept, keptOrder, String(itemId), String(Date.now()), '1999', '600000');
+  const keptTerms = { orderId: keptOrder, saleId: sale.saleId, itemId, userId: kept, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() };
+  // Its take landed before it died (within the claim's lease: taken as of now).
+  const taken = await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), keptOrder, String(Date.now()), '15000', reservationValue(keptTerms), ...entryFields(keptTerms));
+  expect(taken[0]).toBe(1);
 
-  expect(await clients.store.repairClaims(sale.saleId, 30_000)).toEqual({ settled: 1, undone: 1 });
+  expect(await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 30_000)).toEqual({ settled: 1, undone: 1 });
   expect(await clients.store.claims(sale.saleId)).toEqual([]);
   expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[kept, keptOrder]]));
   // A fresh claim is left alone.
-  await clients.redis.claim(home.buyers, home.claims, lost, lostOrder, String(itemId), String(Date.now()));
-  expect(await clients.store.repairClaims(sale.saleId, 30_000)).toEqual({ settled: 0, undone: 0 });
+  await clients.redis.claim(home.buyers, home.claims, lost, lostOrder, claimMember({ orderId: lostOrder, itemId, userId: lost }));
+  expect(await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 30_000)).toEqual({ settled: 0, undone: 0 });
   await clients.redis.del(s1.startQueue);
 });
 
@@ -241,4 +263,74 @@ test('a rebuild after every shard lost its keys restores stock = quantity − pe
   expect(await clients.store.buyers(sale.saleId)).toEqual(before.buyers);
   const byOrder = (list: { orderId: string }[]) => [...list].sort((x, y) => x.orderId.localeCompare(y.orderId));
   expect(byOrder(await clients.store.reservations(sale.saleId))).toEqual(byOrder(before.held));
+});
+
+test('one shard lost its keys mid-sale: the rebuild refuses without force, restores only that shard with it, and the audit passes', async () => {
+  const sale = await createTestSale(clients, { quantities: [30], stockShards: [3], paymentWindowMs: 8000 });
+  const itemId = sale.items[0].itemId;
+  const layout = await clients.store.layouts.get(sale.saleId);
+  const crowd = await tokens(names('lost-shard', 24));
+  const replies = await Promise.all(crowd.map(({ token }) => purchase(itemId, token)));
+  expect(statusCounts(replies)).toEqual({ 202: 24 });
+  const orderIds = replies.map((r) => r.body.orderId as string);
+  await eventually(async () => {
+    const { rows } = await clients.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM orders WHERE sale_id = $1 AND status = 'PENDING'`, [sale.saleId]);
+    expect(rows[0].n).toBe(24);
+  });
+  const shardView = async (k: number) => {
+    const keys = shardKeys(layout.tags[k]);
+    return { stock: await clients.redis.get(keys.stock(itemId)), buyers: await clients.redis.hgetall(keys.buyers), held: await clients.redis.hgetall(keys.reservations) };
+  };
+  const before = await Promise.all([0, 1, 2].map(shardView));
+  expect(Object.keys(before[1].held).length).toBeGreaterThan(0);
+
+  // Shard 1's master loses every key of the sale (no replica took over with them).
+  const lost = shardKeys(layout.tags[1]);
+  await clients.redis.del(lost.buyers, lost.reservations, lost.claims, lost.stock(itemId), lost.returns(itemId), lost.startQueue);
+  const admin = config.ADMIN_TOKEN;
+  const refused = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true`, { token: admin });
+  expect(refused).toMatchObject({ status: 409, body: { error: 'REBUILD_REFUSED' } });
+  expect(refused.body.details).toEqual([expect.stringContaining('shard(s) 1 lost their data, shard(s) 0, 2 kept theirs')]);
+  expect(await shardView(1)).toEqual({ stock: null, buyers: {}, held: {} });
+
+  const rebuilt = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true&force=true`, { token: admin });
+  expect(rebuilt.status).toBe(200);
+  // The shards that kept their data are as they were; the lost one is back as PostgreSQL knows it.
+  expect(await Promise.all([0, 1, 2].map(shardView))).toEqual(before);
+
+  // Nobody pays: every order expires, shard 1's included, and every unit is back on its shard.
+  expect(await settledAudit(config, clients, temporal, sale.saleId, orderIds)).toEqual([]);
+  expect(await stockOf(sale.saleId, itemId)).toEqual([10, 10, 10]);
+});
+
+
+test('a unit released onto a shard the buyer already found empty, while another shard stalls: RESERVED, never 410', async () => {
+  const sale = await createTestSale(clients, { quantities: [3], stockShards: [3] });
+  const itemId = sale.items[0].itemId;
+  const layout = await clients.store.layouts.get(sale.saleId);
+  const homedOn = (k: number, prefix: string) => names(prefix, 200).find((buyer) => homeShard(layout, buyer) === k) as string;
+  const order = (userId: string) => ({ orderId: randomUUID(), saleId: sale.saleId, itemId, userId, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() });
+  // One holder per shard takes that shard's one unit: the item is sold out.
+  const holders = [0, 1, 2].map((k) => order(homedOn(k, 'race-holder')));
+  for (const [k, holder] of holders.entries()) expect(await clients.store.reserve(holder)).toMatchObject({ kind: 'RESERVED', stockShard: k });
+
+  // A buyer homed on shard 0 finds shard 1 empty, then waits on shard 2, whose master is paused for 1 s; meanwhile
+  // shard 1's holder releases its unit onto the shard the buyer already looked at.
+  const buyer = order(homedOn(0, 'race-buyer'));
+  const [host, port] = (masterOf(layout.tags[2]) as string).split(':');
+  const pauser = new Redis({ host, port: Number(port) });
+  try {
+    await pauser.client('PAUSE', 1000, 'WRITE');
+    const pressing = clients.store.reserve(buyer);
+    await new Promise((r) => setTimeout(r, 300));
+    await clients.store.release({ ...holders[1], stockShard: 1 });
+    expect(await pressing).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1 });
+  } finally {
+    pauser.disconnect();
+  }
+  await clients.store.release({ ...holders[0], stockShard: 0 });
+  await clients.store.release({ ...holders[2], stockShard: 2 });
+  await clients.store.release({ ...buyer, stockShard: 1 });
+  expect(await stockOf(sale.saleId, itemId)).toEqual([1, 1, 1]);
+  expect(await clients.store.buyers(sale.saleId)).toEqual(new Map());
 });

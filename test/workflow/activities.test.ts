@@ -13,7 +13,7 @@ import { EventPublisher } from '../../src/order/publisher';
 import type { Pool } from 'pg';
 import { newOrderId } from '../../src/order/id';
 import { Orders } from '../../src/order/store';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import type { Sale } from '../../src/sale/sales';
 import { type Clients, connectClients, createTestSale, orderRow, testConfig } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';

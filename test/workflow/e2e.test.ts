@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
 import type { RunningApi } from '../../src/api/main';
 import type { Order } from '../../src/order/types';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import { buyerToken, eventually, createTestSale, orderResult, testConfig, type Clients } from '../helpers';
 import { countByType, uniqueEvents, type EventTap } from '../kafka';
 import { useWorkflowHarness } from './harness';

@@ -28,7 +28,7 @@ import { createActivities } from '../../src/activities';
 import type { OrderInput, Order } from '../../src/order/types';
 import { createKafka } from '../../src/kafka';
 import { EventPublisher } from '../../src/order/publisher';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import { startOrderWorkflow } from '../../src/temporal';
 import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, statusQuery, UserIdKey } from '../../src/workflows/definitions';
 import { type Clients, connectClients, createTestSale, orderRow, testConfig } from '../helpers';

@@ -17,7 +17,7 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type Wor
 import type { PoolClient } from 'pg';
 import type { RunningApi } from '../../src/api/main';
 import type { OrderInput, Order, Payment } from '../../src/order/types';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import { startOrderWorkflow } from '../../src/temporal';
 import { OrderStatusKey, paidSignal, payUpdate } from '../../src/workflows/definitions';
 import { type Clients, createTestSale, orderRow, testConfig, until } from '../helpers';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
 import type { OrderInput, Order } from '../../src/order/types';
-import { saleKeys } from '../../src/reservation/store';
+import { saleKeys } from '../../src/reservation/layout';
 import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
 import { connectClients, createTestSale, testConfig, until, type Clients } from '../helpers';

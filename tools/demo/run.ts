@@ -26,7 +26,8 @@ import { createPool } from '../../src/db';
 import { createKafka } from '../../src/kafka';
 import { MACHINE_PARTS, machineCpu, type MachineCpu } from '../shared/procCpu';
 import { bucketQuantile, countAbove, counter, histogram } from '../shared/promText';
-import { createRedis, ReservationStore } from '../../src/reservation/store';
+import { ReservationStore } from '../../src/reservation/store';
+import { createRedis } from '../../src/reservation/client';
 import { StartQueue } from '../../src/reservation/startQueue';
 import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
@@ -369,7 +370,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const hardStopMs = Date.now() + options.maxDurationMs;
 
   const pool = createPool(config);
-  const redis = createRedis(config, { maxRetriesPerRequest: 3 });
+  const redis = createRedis(config);
   const store = new ReservationStore(redis, new SaleLayouts(pool));
   const temporal = await connectTemporal(config);
   const children: Child[] = [];

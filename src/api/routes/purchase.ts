@@ -125,11 +125,15 @@ export function purchaseHandler({ catalog, store, soldOut, starter, metrics, log
         log.error({ itemId, saleId: item.saleId }, 'stock not loaded in redis: run `npm run sale -- load`');
         return reply(ctx, 'STOCK_NOT_LOADED');
       case 'NOT_REPLICATED':
-        // The reservation and its queue entry exist on the master: the order is the starter's like any other,
-        // and the buyer's retry answers 409 with its id. Only the promise that a failover keeps it is missing.
+        // The reservation and its queue entry exist on the master: the order is the starter's like any other and
+        // ends, and the buyer's retry answers 409 with its id. Only the promise that a failover keeps it is
+        // missing, so the answer is a 503 that names the order and its deadline.
         log.warn({ itemId, orderId: outcome.orderId, replicas: outcome.replicas }, 'reservation not on enough replicas in time');
         starter.notice(item.saleId);
-        return reply(ctx, 'RESERVATION_NOT_REPLICATED');
+        return reply(ctx, 'RESERVATION_NOT_REPLICATED', { orderId: order.orderId, paymentDeadline: new Date(paymentDeadlineMs(order)).toISOString() });
+      case 'UNDECIDED':
+        // Units came back to shards the buyer had already looked at, on every pass: no answer is true yet.
+        return reply(ctx, 'SERVICE_UNAVAILABLE');
     }
     metrics.reservations.inc();
     // The last unit of a one-shard item: sold out. A sharded item's other shards may hold units still; its

@@ -1,0 +1,54 @@
+/**
+ * Claims left behind: a purchase that claimed its buyer on the home shard (claim.lua) and then died, or stalled,
+ * before its unit was taken on another shard and the claim settled or undone. Its buyer hears 409 with an order
+ * that does not exist until the claim is repaired: settled when the order holds a reservation on some shard, undone
+ * otherwise (the buyer may buy again).
+ *
+ * Ages are Redis' own (claim.lua stamps a claim with TIME, stale-claims.lua reads it on the same node), so no
+ * host's clock judges them. A take refuses a claim older than its lease (take.lua, claimLeaseMs: half the repair
+ * age, read on the take's node), so a claim old enough to be undone has no take that can still land — the buyer
+ * would hold two units — as long as two masters' clocks differ by less than the lease.
+ */
+import type { OrderInput } from '../order/types';
+import { idempotent, type FlashRedis } from './client';
+import { claimMember, parseClaimMember } from './formats';
+import { itemShardCount, shardKeys } from './layout';
+import type { LayoutSource } from './store';
+
+/** STARTER_CLAIM_IDLE_MS's default: claims older than this are repaired (ms). */
+export const DEFAULT_CLAIM_IDLE_MS = 30_000;
+
+/** Claims looked at per shard and pass. */
+const CLAIMS_PER_PASS = 100;
+
+/** @returns how old a claim may be when take.lua takes its unit (ms): half the age at which it is repaired */
+export function claimLeaseMs(claimIdleMs: number): number {
+  return Math.floor(claimIdleMs / 2);
+}
+
+/**
+ * Settles or undoes the sale's claims older than olderThanMs, by Redis' clock, on every shard.
+ * @returns how many claims were settled and undone
+ * @throws ioredis errors when Redis stays unreachable; what is left is repaired by the next pass
+ */
+export async function repairClaims(redis: FlashRedis, layouts: LayoutSource, saleId: number, olderThanMs: number): Promise<{ settled: number; undone: number }> {
+  const layout = await layouts.get(saleId);
+  const result = { settled: 0, undone: 0 };
+  for (const tag of layout.tags) {
+    const keys = shardKeys(tag);
+    const stale = await idempotent(() => redis.staleClaims(keys.claims, String(olderThanMs), String(CLAIMS_PER_PASS)));
+    for (const member of stale) {
+      const claim: Pick<OrderInput, 'orderId' | 'itemId' | 'userId'> = parseClaimMember(member);
+      const shards = layout.tags.slice(0, itemShardCount(layout, claim.itemId));
+      const held = await Promise.all(shards.map((t) => idempotent(() => redis.hexists(shardKeys(t).reservations, claim.orderId))));
+      if (held.some(Boolean)) {
+        await idempotent(() => redis.zrem(keys.claims, member));
+        result.settled += 1;
+      } else {
+        await idempotent(() => redis.unclaim(keys.buyers, keys.claims, claim.userId, claim.orderId, claimMember(claim)));
+        result.undone += 1;
+      }
+    }
+  }
+  return result;
+}

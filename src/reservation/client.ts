@@ -1,0 +1,123 @@
+/**
+ * The service's Redis client: one node or a cluster (REDIS_CLUSTER_NODES), with the Lua scripts of lua/ defined,
+ * and a resend policy that no Redis command escapes. ioredis resends by default what a dropped connection left
+ * without a reply: the single-node client every such command at its next connect (autoResendUnfulfilledCommands),
+ * the cluster client a command, or a whole auto-pipelined batch, that failed with "Connection is closed" (after
+ * retryDelayOnFailover). Such a command may have run: Redis ran it and the reply was lost. Those resends are
+ * turned off here, along with what makes them hang or stray (a tested storm of dropped connections showed
+ * commands never answered, and scripts sent to a replica); a command whose outcome is unknown fails
+ * (isOutcomeUnknown), and the caller runs it again if, and only if, it is idempotent: every script of lua/ is,
+ * per orderId (docs/design.md, Retries).
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
+import type { Config } from '../config';
+import { redisClusterNodes, redisConnection } from '../connections';
+
+const LUA_DIR = join(__dirname, '..', '..', 'lua');
+
+/** A command unanswered this long fails (ms): a connection that went silent without closing must not hold a caller. */
+export const COMMAND_TIMEOUT_MS = 2000;
+
+/** Raw replies of the scripts, decoded with names in src/reservation/store.ts. */
+export type ReserveReply = [1, number, string] | [2, string] | [3, number] | [4];
+export type TakeReply = [1, number, string] | [3, number] | [4] | [5];
+export type ClaimReply = [1, number, string] | [2, string];
+
+interface Scripts {
+  reserve(stock: string, buyers: string, reservations: string, startQueue: string, returns: string, ...argv: string[]): Promise<ReserveReply>;
+  take(stock: string, reservations: string, startQueue: string, returns: string, ...argv: string[]): Promise<TakeReply>;
+  claim(buyers: string, claims: string, ...argv: string[]): Promise<ClaimReply>;
+  unclaim(buyers: string, claims: string, ...argv: string[]): Promise<null>;
+  release(stock: string, buyers: string, reservations: string, returns: string, ...argv: string[]): Promise<null>;
+  staleClaims(claims: string, olderThanMs: string, limit: string): Promise<string[]>;
+}
+
+/** The service's Redis client: one node or a cluster, with our Lua scripts defined. */
+export type FlashRedis = (Redis | Cluster) & Scripts;
+
+const SCRIPTS: [name: keyof Scripts, file: string, keys: number][] = [
+  ['reserve', 'reserve.lua', 5],
+  ['take', 'take.lua', 4],
+  ['claim', 'claim.lua', 2],
+  ['unclaim', 'unclaim.lua', 2],
+  ['release', 'release.lua', 4],
+  ['staleClaims', 'stale-claims.lua', 1],
+];
+
+/**
+ * Per connection: no resend (maxRetriesPerRequest 0 fails what a dropped connection left unanswered at once;
+ * autoResendUnfulfilledCommands false says so again), and no command waits longer than COMMAND_TIMEOUT_MS.
+ */
+const NO_RESEND: RedisOptions = { maxRetriesPerRequest: 0, autoResendUnfulfilledCommands: false, commandTimeout: COMMAND_TIMEOUT_MS };
+
+/**
+ * Creates the ioredis client for the configured Redis (connections.ts: address or cluster seeds, logical
+ * database, key prefix, TLS, ACL user) with our Lua scripts defined and no resend (NO_RESEND). On a cluster:
+ * - retryDelayOnFailover 0: no resend after "Connection is closed" either;
+ * - clusterNodeRetryStrategy: a master whose connection dropped stays in the pool and reconnects, rather than
+ *   leaving the pool, where ioredis then sends its slot's commands to any node left, a replica among them;
+ * - slotsRefreshInterval: so the client learns of a failover by itself (ioredis 5 has no periodic refresh).
+ * MOVED, ASK, TRYAGAIN and CLUSTERDOWN are still followed: those commands did not run.
+ * @param options enableOfflineQueue (false: a command fails at once while disconnected), enableAutoPipelining, and
+ *   on a cluster natMap (nodes reached at other addresses than they announce: behind NAT, or a test's proxies)
+ */
+export function createRedis(config: Config, options: Pick<RedisOptions, 'enableOfflineQueue' | 'enableAutoPipelining'> & Pick<ClusterOptions, 'natMap'> = {}): FlashRedis {
+  const nodes = redisClusterNodes(config);
+  const { natMap, ...common } = options;
+  const redis = nodes
+    ? new Cluster(nodes, {
+        redisOptions: { ...NO_RESEND, ...nodeConnection(config) },
+        ...common,
+        natMap,
+        keyPrefix: config.REDIS_KEY_PREFIX,
+        retryDelayOnFailover: 0,
+        clusterNodeRetryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
+        slotsRefreshInterval: 2000,
+      })
+    : new Redis({ ...common, ...NO_RESEND, ...redisConnection(config), keyPrefix: config.REDIS_KEY_PREFIX });
+  for (const [name, file, numberOfKeys] of SCRIPTS) redis.defineCommand(name, { numberOfKeys, lua: readFileSync(join(LUA_DIR, file), 'utf8') });
+  return redis as FlashRedis;
+}
+
+/** A cluster node's settings: credentials and TLS; the addresses come from the slot map, a cluster has db 0 only. */
+export function nodeConnection(config: Config): Omit<RedisOptions, 'host' | 'port' | 'db'> {
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- dropped on purpose
+  const { host, port, db, ...rest } = redisConnection(config);
+  return rest;
+}
+
+/**
+ * ioredis' own words for a command that failed without an answer: the connection dropped after it was sent
+ * (it may have run), it timed out (it may still run), or it was refused while disconnected (it did not run).
+ * Either way, running an idempotent command again is safe, and answers as the first run did.
+ */
+const UNANSWERED = /^(Connection is closed\.|Command aborted due to connection close|Command timed out|Stream isn't writeable and enableOfflineQueue options is false|Reached the max retries per request limit)/;
+
+/** @returns whether err leaves a Redis command's outcome unknown (no answer came), not refused by Redis */
+export function isOutcomeUnknown(err: unknown): boolean {
+  const e = err as { name?: unknown; code?: unknown; message?: unknown };
+  if (e?.name === 'MaxRetriesPerRequestError') return true;
+  if (typeof e?.code === 'string' && ['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT'].includes(e.code)) return true;
+  return typeof e?.message === 'string' && UNANSWERED.test(e.message);
+}
+
+/** The waits before each new run of an idempotent command whose outcome was unknown (ms): two more runs at most. */
+const RERUN_AFTER_MS = [50, 200];
+
+/**
+ * Runs an idempotent Redis operation, again when its outcome is unknown (isOutcomeUnknown), at most
+ * RERUN_AFTER_MS.length more times: the resend ioredis no longer makes, made only where it is harmless.
+ * @throws the last error, or at once an error that is Redis' own answer (a ReplyError)
+ */
+export async function idempotent<T>(operation: () => Promise<T>): Promise<T> {
+  for (let rerun = 0; ; rerun++) {
+    try {
+      return await operation();
+    } catch (err) {
+      if (rerun >= RERUN_AFTER_MS.length || !isOutcomeUnknown(err)) throw err;
+      await new Promise((resolve) => setTimeout(resolve, RERUN_AFTER_MS[rerun]));
+    }
+  }
+}
