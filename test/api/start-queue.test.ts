@@ -17,7 +17,8 @@ import { join } from 'node:path';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { startChild } from '../../tools/shared/processes';
-import { saleKeys } from '../../src/reservation/layout';
+import { claimMember } from '../../src/reservation/formats';
+import { saleKeys, shardKeys } from '../../src/reservation/layout';
 import { STARTER_GROUP } from '../../src/reservation/startQueue';
 import { startOrderWorkflow } from '../../src/temporal';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
@@ -331,4 +332,39 @@ test('the deadline shown is the one enforced: a payment 200 ms before it is acce
   expect(await settledAudit(config, clients, temporal, sale.saleId, [early.orderId, late.orderId])).toEqual([]);
   expect((await orderRow(clients.pool, early.orderId))?.status).toBe('PAID');
   expect((await orderRow(clients.pool, late.orderId))?.status).toBe('EXPIRED');
+});
+
+test('a stranded purchase claim is repaired within STARTER_CLAIM_IDLE_MS plus one period while the Temporal backlog is at its budget', async () => {
+  // No worker polls this task queue: the first workflow task stays in the backlog, which holds the starter at its budget of 1.
+  const idleMs = 3000;
+  const noWorker = `test-no-worker-${randomUUID()}`;
+  const { call } = await api({ TEMPORAL_TASK_QUEUE: noWorker, STARTER_MAX_BACKLOG: '1', STARTER_CLAIM_IDLE_MS: String(idleMs), TEMPORAL_CALL_TIMEOUT_MS: '2000' });
+  const sale = await createTestSale(clients, { quantities: [10] });
+  const itemId = sale.items[0].itemId;
+  const replies = await crowd(call, itemId, 'budget', 4, 1);
+  expect(statusCounts(replies)).toEqual({ 202: 4 });
+  toClose.push(() => Promise.allSettled(acceptedIds(replies).map((id) => temporal.workflow.getHandle(id).terminate('start-queue suite finished'))));
+  await until('the backlog at its budget', async () => (await metric(call, /^flash_sale_workflow_task_backlog (\d+)/m)) >= 1);
+
+  // A purchase that claimed its buyer and died before it took a unit or undid the claim.
+  const keys = (await clients.store.layouts.get(sale.saleId)).tags.map((tag) => shardKeys(tag))[0];
+  const stranded = { orderId: randomUUID(), itemId, userId: `stranded-${run}` };
+  const claimedAt = Date.now();
+  expect(await clients.redis.claim(keys.buyers, keys.claims, stranded.userId, stranded.orderId, claimMember(stranded))).toEqual([1, expect.any(Number), expect.any(String)]);
+
+  // The backlog read all along: at 1 or more, the starter's budget of starts is 0 and it polls no sale's queue.
+  const backlogSeen: number[] = [];
+  await until(
+    'the stranded claim undone',
+    async () => {
+      backlogSeen.push(await metric(call, /^flash_sale_workflow_task_backlog (\d+)/m));
+      return (await clients.redis.hget(keys.buyers, stranded.userId)) === null;
+    },
+    20_000,
+  );
+  const repairedAfterMs = Date.now() - claimedAt;
+  expect(repairedAfterMs).toBeGreaterThanOrEqual(idleMs);
+  expect(repairedAfterMs).toBeLessThanOrEqual(idleMs + idleMs / 2 + 1000);
+  expect(await clients.redis.zcard(keys.claims)).toBe(0);
+  expect(Math.min(...backlogSeen)).toBeGreaterThanOrEqual(1);
 });

@@ -1,0 +1,128 @@
+/**
+ * A reply lost after Redis ran a script (I1, I2, I3, I5): proxies in front of the single Redis and of each master
+ * of the local cluster let every 4th script run and then close the connection instead of passing its reply back
+ * (test/redisFaults.ts). The store cannot tell whether the script ran, runs it again (client.ts, idempotent), and
+ * must get the first run's answer. A crowd presses once each for half as many units as buyers, through the
+ * store; then every reservation is released through the same losing proxies, as the orders' expiry does.
+ * Before the fix, reserve.lua and claim.lua answered a second run with the buyer's own order (409), and take.lua
+ * took a second unit and queued a second start.
+ */
+import { newOrderId } from '../src/order/id';
+import type { OrderInput } from '../src/order/types';
+import { createRedis } from '../src/reservation/client';
+import { repairClaims } from '../src/reservation/claims';
+import { shardKeys, shardQuantity } from '../src/reservation/layout';
+import { ReservationStore, type ReserveOutcome } from '../src/reservation/store';
+import type { Config } from '../src/config';
+import { bounded, connectClients, createTestSale, testConfig, type Clients } from './helpers';
+import { ReplyLosingProxy } from './redisFaults';
+import { clusterConfig, clusterNodesInfo } from './cluster/cluster';
+
+jest.setTimeout(120_000);
+
+const LOSS_EVERY = 4;
+
+interface Mode {
+  name: string;
+  config: () => Config;
+  units: number;
+  shards: number;
+  buyers: number;
+  /** Proxies in front of the mode's nodes, and a store whose client goes through them. */
+  lossy(config: Config, clients: Clients): Promise<{ store: ReservationStore; proxies: ReplyLosingProxy[] }>;
+}
+
+const modes: Mode[] = [
+  {
+    name: 'single Redis',
+    config: () => testConfig(),
+    units: 400,
+    shards: 1,
+    buyers: 800,
+    async lossy(config, clients) {
+      const proxy = await ReplyLosingProxy.start(config.REDIS_PORT, LOSS_EVERY);
+      return { store: new ReservationStore(createRedis({ ...config, REDIS_PORT: proxy.port }), clients.store.layouts), proxies: [proxy] };
+    },
+  },
+  {
+    name: 'Redis Cluster, 3 stock shards',
+    config: () => clusterConfig(),
+    units: 300,
+    shards: 3,
+    buyers: 600,
+    async lossy(config, clients) {
+      const masters = clusterNodesInfo().filter((n) => n.master && !n.failed);
+      const proxies = await Promise.all(masters.map((m) => ReplyLosingProxy.start(m.port, LOSS_EVERY)));
+      const natMap = Object.fromEntries(masters.map((m, i) => [m.address, { host: '127.0.0.1', port: proxies[i].port }]));
+      return { store: new ReservationStore(createRedis(config, { natMap }), clients.store.layouts), proxies };
+    },
+  },
+];
+
+describe.each(modes)('$name', (mode) => {
+  let clients: Clients;
+  let lossy: { store: ReservationStore; proxies: ReplyLosingProxy[] };
+
+  beforeAll(async () => {
+    const config = mode.config();
+    clients = connectClients(config);
+    lossy = await mode.lossy(config, clients);
+  });
+
+  afterAll(async () => {
+    lossy?.store.redis.disconnect();
+    await Promise.all(lossy?.proxies.map((p) => p.close()) ?? []);
+    await clients?.close();
+  });
+
+  test('a reply lost after a script ran: no buyer who pressed once hears 409, one unit and one start per order, every unit back after release', async () => {
+    const sale = await createTestSale(clients, { quantities: [mode.units], stockShards: [mode.shards] });
+    const item = sale.items[0];
+    const layout = await clients.store.layouts.get(sale.saleId);
+    const orders: OrderInput[] = Array.from({ length: mode.buyers }, (_, i) => ({
+      saleId: sale.saleId,
+      itemId: item.itemId,
+      orderId: newOrderId(sale.saleId),
+      userId: `lost-${sale.saleId}-${i}`,
+      priceMinor: item.priceMinor,
+      reservedAtMs: Date.now(),
+      paymentWindowMs: sale.paymentWindowMs,
+    }));
+    const outcomes = await bounded(
+      50,
+      orders.map((order) => () => lossy.store.reserve(order).catch((err: Error): ReserveOutcome | Error => err)),
+    );
+    const lost = lossy.proxies.reduce((a, p) => a + p.lost, 0);
+    const kinds: Record<string, number> = {};
+    for (const o of outcomes) kinds[o instanceof Error ? 'error' : o.kind] = (kinds[o instanceof Error ? 'error' : o.kind] ?? 0) + 1;
+    expect(lost).toBeGreaterThan(10);
+    expect(kinds.ALREADY_PURCHASED ?? 0).toBe(0);
+    expect(kinds.RESERVED ?? 0).toBeGreaterThan(mode.units / 2);
+
+    // What Redis holds: one reservation per RESERVED order, each order queued for its start exactly once.
+    const reserved = orders.filter((_, i) => (outcomes[i] as ReserveOutcome).kind === 'RESERVED').map((o) => o.orderId);
+    const held = await clients.store.reservations(sale.saleId);
+    const heldIds = held.map((r) => r.orderId);
+    expect(new Set(heldIds).size).toBe(heldIds.length);
+    expect(heldIds).toEqual(expect.arrayContaining(reserved));
+    const queued = (
+      await Promise.all(layout.tags.map(async (tag) => (await clients.redis.xrange(shardKeys(tag).startQueue, '-', '+')).map(([, fields]) => fields[fields.indexOf('orderId') + 1])))
+    ).flat();
+    expect(queued.sort()).toEqual([...heldIds].sort());
+    const stock = (await clients.store.stockByShard(sale.saleId, [item.itemId])).get(item.itemId) as number[];
+    expect(stock.reduce((a, b) => a + b, 0) + held.length).toBe(mode.units);
+
+    // Presses that failed after their claim (an error, or the lease ran out) left claims: repair settles or undoes them.
+    await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 0);
+    await bounded(
+      20,
+      held.map((order) => () => lossy.store.release(order)),
+    );
+    const after = (await clients.store.stockByShard(sale.saleId, [item.itemId])).get(item.itemId);
+    expect(after).toEqual(Array.from({ length: mode.shards }, (_, k) => shardQuantity(item.quantity, mode.shards, k)));
+    expect(await clients.store.reservations(sale.saleId)).toEqual([]);
+    expect([...(await clients.store.buyers(sale.saleId)).keys()]).toEqual([]);
+    expect(await clients.store.claims(sale.saleId)).toEqual([]);
+    expect(lossy.proxies.reduce((a, p) => a + p.lost, 0)).toBeGreaterThan(lost);
+  });
+});
