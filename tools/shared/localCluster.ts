@@ -27,6 +27,8 @@ export interface ClusterNode {
   port: number;
   master: boolean;
   failed: boolean;
+  /** The id of the master it replicates ('-' for a master). */
+  masterId: string;
   /** Slot ranges [from, to] it serves (masters). */
   slots: [number, number][];
 }
@@ -51,11 +53,12 @@ export function clusterNodesInfo(port?: number): ClusterNode[] {
     .trim()
     .split('\n')
     .map((line) => {
-      const [id, addr, flags, , , , , , ...ranges] = line.split(' ');
+      const [id, addr, flags, masterId, , , , , ...ranges] = line.split(' ');
       const address = addr.split('@')[0];
       return {
         id,
         address,
+        masterId,
         port: Number(address.split(':')[1]),
         master: flags.includes('master'),
         failed: flags.includes('fail'),
@@ -82,14 +85,22 @@ export function nodePid(port: number): number {
 
 const cli = promisify(execFile);
 
+/** @returns the port of a live replica of the master at masterPort, undefined when it has none */
+export function replicaPort(masterPort: number, nodes = clusterNodesInfo()): number | undefined {
+  const master = nodes.find((n) => n.port === masterPort);
+  return nodes.find((n) => master && n.masterId === master.id && !n.failed)?.port;
+}
+
 /**
  * Moves one slot, keys and all, from the master serving it to the master at toPort, as `redis-cli --cluster
  * reshard` does for its slots (which it picks itself): IMPORTING and MIGRATING, MIGRATE in batches (clients
  * asking for a moved key meanwhile get ASK), then the slot assigned to its new master on every master.
+ * @param whileMigrating run once every key moved and before the slot is assigned: every command on the slot's
+ *   keys is then redirected with ASK from the old master to the new one
  * @returns how many keys moved
  * @throws when the slot has no live master or toPort serves it already
  */
-export async function migrateSlot(slot: number, toPort: number): Promise<number> {
+export async function migrateSlot(slot: number, toPort: number, whileMigrating?: () => Promise<void>): Promise<number> {
   const nodes = clusterNodesInfo();
   const from = nodes.find((n) => n.master && !n.failed && n.slots.some(([a, b]) => slot >= a && slot <= b));
   const to = nodes.find((n) => n.port === toPort);
@@ -104,6 +115,7 @@ export async function migrateSlot(slot: number, toPort: number): Promise<number>
     await run(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'keys', ...keys);
     moved += keys.length;
   }
+  await whileMigrating?.();
   for (const node of [to, from, ...nodes.filter((n) => n.master && !n.failed && n !== to && n !== from)]) {
     await run(node.port, 'cluster', 'setslot', String(slot), 'node', to.id);
   }
