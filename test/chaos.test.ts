@@ -34,6 +34,7 @@ test('the summary counts each kind of fault, the runs it was in, and the runs wi
     faults: kinds.map((kind) => ({ kind, atMs: 0, forMs: 1000, target: 0 })),
     orders: {},
     accepted: 10,
+    goneWithShard: 0,
     payments: 0,
     violations,
     durationMs: 1,

@@ -18,7 +18,7 @@ import { buildWorkflowBundle } from '../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../src/worker/main';
 import { bounded, buyerToken, connectClients, createTestSale, orderResult, settledAudit, testConfig, type Clients } from './helpers';
 import { http, type ApiReply, type Http } from './openapi';
-import { dropConnections } from './redisFaults';
+import { dropConnections } from '../tools/shared/redisFaults';
 import { installTestRuntime } from './temporalRuntime';
 import { clusterConfig, clusterNodesInfo } from './cluster/cluster';
 

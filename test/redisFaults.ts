@@ -1,45 +1,9 @@
 /**
- * Faults between the lines of a Redis conversation, for the suites that check the service survives them:
- * - dropConnections: every connection of a client to the given nodes closed by Redis, over and over
- *   (`CLIENT KILL TYPE normal`), as a restart of a proxy or a network blip does;
- * - ReplyLosingProxy: a TCP proxy in front of one node that, now and then, lets a script reach Redis and run,
- *   then closes the client's connection instead of passing the reply back: the reply lost after the script ran.
+ * A reply lost after Redis ran a script, for the suites that check the service survives it: a TCP proxy in front
+ * of one node that, now and then, lets a script reach Redis and run, then closes the client's connection instead
+ * of passing the reply back. (Connections dropped over and over: tools/shared/redisFaults.ts.)
  */
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
-import Redis from 'ioredis';
-
-/** A running fault; stop() ends it and reports what it did. */
-export interface DropLoop {
-  stop(): Promise<{ kills: number; connectionsClosed: number }>;
-}
-
-/**
- * Closes every normal client connection of each node (its own connections excepted: SKIPME) every `everyMs`.
- * @param ports the nodes' loopback ports
- */
-export function dropConnections(ports: number[], everyMs: number): DropLoop {
-  const killers = ports.map((port) => new Redis({ host: '127.0.0.1', port, lazyConnect: false, maxRetriesPerRequest: 1 }));
-  for (const k of killers) k.on('error', () => undefined);
-  let kills = 0;
-  let connectionsClosed = 0;
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      const closed = await Promise.all(killers.map((k) => (k.client('KILL', 'TYPE', 'normal') as Promise<number>).catch(() => 0)));
-      kills += 1;
-      connectionsClosed += closed.reduce((a, b) => a + b, 0);
-      await new Promise((r) => setTimeout(r, everyMs));
-    }
-  })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      for (const k of killers) k.disconnect();
-      return { kills, connectionsClosed };
-    },
-  };
-}
 
 /** A script call in a client's bytes (RESP): ioredis sends EVALSHA, and EVAL after NOSCRIPT. */
 const SCRIPT_CALL = /\r\n(evalsha|eval)\r\n/i;

@@ -33,7 +33,6 @@ export function baseTag(saleId: number): string {
   return `{sale:${saleId}}`;
 }
 
-
 /** Redis keys of one shard; every key carries the shard's hash tag (one slot). */
 export function shardKeys(tag: string) {
   return {

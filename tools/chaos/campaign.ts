@@ -7,7 +7,8 @@
  * first), and meanwhile injects its faults: SIGKILL and restart of an API or a worker; SIGKILL of Redis and its
  * restart on its AOF, or SCRIPT FLUSH; Kafka stopped for longer than the activity timeout; PostgreSQL restarted
  * (fast or immediate shutdown); Temporal stopped and started, or its relay frozen, cut or slowed; on the Redis
- * Cluster (`--cluster`), a master SIGKILLed or a shard's slot migrated instead of the single node's faults. Faults go
+ * Cluster (`--cluster`), a master SIGKILLed, a shard's slot migrated, every connection to the masters dropped
+ * over and over, or one shard's keys lost and rebuilt, instead of the single node's faults. Faults go
  * through scripts/services.sh or the pids of processes the campaign started, nothing else; every wait is
  * bounded. Then it heals everything, waits for the sale to settle and checks it: the product's audit (I1–I5)
  * and the campaign's own rules (checkRun).
@@ -31,9 +32,10 @@ import { freePort, startChild, type Child } from '../shared/processes';
 import calculateSlot from 'cluster-key-slot';
 import { ReservationStore } from '../../src/reservation/store';
 import { createRedis, type FlashRedis } from '../../src/reservation/client';
-import { SaleLayouts, type SaleLayout } from '../../src/reservation/layout';
+import { SaleLayouts, shardKeys, type SaleLayout } from '../../src/reservation/layout';
 import { StartQueue } from '../../src/reservation/startQueue';
 import { clusterNodes, clusterNodesInfo, masterOf, migrateSlot, nodePid } from '../shared/localCluster';
+import { dropConnections } from '../shared/redisFaults';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
@@ -57,7 +59,9 @@ export type FaultKind =
   | 'temporal-drop'
   | 'temporal-latency'
   | 'redis-master-kill'
-  | 'redis-reshard';
+  | 'redis-reshard'
+  | 'redis-connections-drop'
+  | 'redis-shard-loss';
 
 /** How often each kind is drawn (Kafka's is rare: it lasts longer than the activity timeout, 30 s). */
 const FAULT_WEIGHTS: [FaultKind, number][] = [
@@ -76,13 +80,17 @@ const FAULT_WEIGHTS: [FaultKind, number][] = [
 export const FAULT_KINDS = FAULT_WEIGHTS.map(([kind]) => kind);
 /**
  * On the Redis Cluster (`--cluster`): the single node's faults give way to a master SIGKILLed (its replica takes
- * over; the node comes back as a replica) and to the slot of one of the sale's shards migrated to another master
- * while the sale goes on (ASK, then MOVED; moved back as the repair).
+ * over; the node comes back as a replica), the slot of one of the sale's shards migrated to another master
+ * while the sale goes on (ASK, then MOVED; moved back as the repair), every client connection of the masters
+ * closed every 20 ms (replies of scripts Redis ran are lost), and one shard's keys deleted at once, as a master
+ * restarted empty would lose them, then rebuilt (forced: the other shards kept theirs) as docs/operations.md says.
  */
 const CLUSTER_FAULT_WEIGHTS: [FaultKind, number][] = [
   ...FAULT_WEIGHTS.filter(([kind]) => kind !== 'redis-kill'),
   ['redis-master-kill', 3],
   ['redis-reshard', 3],
+  ['redis-connections-drop', 3],
+  ['redis-shard-loss', 2],
 ];
 export const CLUSTER_FAULT_KINDS = CLUSTER_FAULT_WEIGHTS.map(([kind]) => kind);
 /** Stock shards of each item of a run on the cluster: one per master. */
@@ -108,6 +116,8 @@ export interface PlannedFault {
 /** What a run saw: every answer it got, and the order ids it was given. */
 interface Observed {
   accepted: string[];
+  /** Orders whose reservation a shard loss took (redis-shard-loss): those not yet stored in PostgreSQL are gone. */
+  lostWithShard: Set<string>;
   fiveHundreds: string[];
   payments: { orderId: string; paymentId: string; channel: 'route' | 'signal'; outcome: string }[];
 }
@@ -118,6 +128,8 @@ export interface RunResult {
   faults: PlannedFault[];
   orders: Record<string, number>;
   accepted: number;
+  /** 202s whose order a shard loss took before PostgreSQL had it: gone by design (docs/operations.md), not a violation. */
+  goneWithShard: number;
   payments: number;
   violations: string[];
   durationMs: number;
@@ -261,7 +273,8 @@ function livePid(file: string, program: string): number | undefined {
 }
 
 /** Injects one fault and repairs it forMs later (the repair is awaited, so a run's faults end before it settles). */
-async function inject(fault: PlannedFault, fleet: Fleet, redis: FlashRedis, layout: SaleLayout): Promise<void> {
+async function inject(fault: PlannedFault, fleet: Fleet, clients: Clients, layout: SaleLayout, seen: Observed): Promise<void> {
+  const redis = clients.redis;
   // A process still starting (the repair of an earlier fault on it) is killed once it is up: killing it before
   // would fail that repair, not the product (seed 1009: two worker kills 6 s apart).
   const kill = async (slot: string, children: Child[]) => {
@@ -312,6 +325,21 @@ async function inject(fault: PlannedFault, fleet: Fleet, redis: FlashRedis, layo
       if (moved !== undefined) await onStack(() => migrateSlot(slot, moved));
       return;
     }
+    case 'redis-connections-drop': {
+      const storm = dropConnections(
+        clusterNodesInfo()
+          .filter((n) => n.master && !n.failed)
+          .map((n) => n.port),
+        20,
+      );
+      await sleep(fault.forMs);
+      await storm.stop();
+      return;
+    }
+    case 'redis-shard-loss':
+      await loseShard(clients, layout, fault.target % layout.tags.length, seen);
+      await sleep(fault.forMs);
+      return rebuild(clients, layout.saleId);
     case 'kafka-stop':
       await services('stop', 'kafka');
       await sleep(fault.forMs);
@@ -343,6 +371,39 @@ async function inject(fault: PlannedFault, fleet: Fleet, redis: FlashRedis, layo
       await sleep(fault.forMs);
       fleet.relay.delay(0);
       return;
+  }
+}
+
+/**
+ * Deletes every key of the sale's shard k at once (one MULTI: one slot), as a master restarted without its data
+ * loses them, and records the orders whose reservations went with them.
+ */
+async function loseShard(clients: Clients, layout: SaleLayout, k: number, seen: Observed): Promise<void> {
+  const keys = shardKeys(layout.tags[k]);
+  const items = [...layout.itemShards].filter(([, shards]) => shards > k).map(([itemId]) => itemId);
+  const replies = await onStack(() =>
+    clients.redis
+      .multi()
+      .hkeys(keys.reservations)
+      .del(keys.buyers, keys.reservations, keys.claims, keys.startQueue, ...items.flatMap((id) => [keys.stock(id), keys.returns(id)]))
+      .exec(),
+  );
+  const [err, held] = replies?.[0] ?? [new Error('MULTI without replies')];
+  if (err) throw err;
+  for (const orderId of held as string[]) seen.lostWithShard.add(orderId);
+}
+
+/** The operator's repair after a shard lost its data: a forced rebuild (only the lost shard is rewritten), retried while Redis or PostgreSQL is down. */
+async function rebuild(clients: Clients, saleId: number): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      await onStack(() => loadSale(clients.pool, clients.store, saleId, true, true));
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(1000);
+    }
   }
 }
 
@@ -458,7 +519,7 @@ async function trade(rng: Random, clients: Clients, fleet: Fleet, sale: { saleId
  * was refunded on Kafka; no 5xx but 503 with Retry-After; no more 202s than the stock plus the units that
  * came back.
  */
-async function checkRun(clients: Clients, saleId: number, quantity: number, seen: Observed): Promise<string[]> {
+async function checkRun(clients: Clients, saleId: number, quantity: number, seen: Observed, gone: ReadonlySet<string>): Promise<string[]> {
   const violations: string[] = [];
   const rows = (
     await clients.pool.query<{ id: string; status: OrderStatus; paymentId: string | null }>(
@@ -468,13 +529,13 @@ async function checkRun(clients: Clients, saleId: number, quantity: number, seen
   ).rows;
   const byId = new Map(rows.map((r) => [r.id, r]));
   const held = new Set((await clients.store.reservations(saleId)).map((r) => r.orderId));
-  for (const id of seen.accepted) {
+  for (const id of seen.accepted.filter((id) => !gone.has(id))) {
     const status = byId.get(id)?.status;
     if (status !== 'PAID' && status !== 'EXPIRED' && status !== 'REJECTED') violations.push(`202 ${id} ended ${status ?? 'with no row'}`);
   }
   const { events } = await readSaleEvents(createKafka(clients.config, `chaos-check-${randomUUID()}`), clients.config.KAFKA_TOPIC, saleId, await saleEventsSince(clients.pool, saleId));
   const refunded = new Set([...events.values()].filter((e) => e.type === 'PaymentRefundRequired').map((e) => `${e.orderId}:${e.paymentId}`));
-  for (const p of seen.payments) {
+  for (const p of seen.payments.filter((p) => !gone.has(p.orderId))) {
     const row = byId.get(p.orderId);
     const back = !held.has(p.orderId) && (row?.status === 'EXPIRED' || row?.status === 'REJECTED');
     const ok =
@@ -493,11 +554,33 @@ async function checkRun(clients: Clients, saleId: number, quantity: number, seen
   }
   violations.push(...seen.fiveHundreds.map((line) => `5xx without Retry-After: ${line}`));
   const back = rows.filter((r) => r.status === 'EXPIRED' || r.status === 'REJECTED').length;
-  if (seen.accepted.length > quantity + back) violations.push(`${seen.accepted.length} × 202 > stock ${quantity} + ${back} units back`);
+  // A unit whose order went with a lost shard is counted free again by the rebuild: it may be sold once more.
+  if (seen.accepted.length > quantity + back + gone.size) violations.push(`${seen.accepted.length} × 202 > stock ${quantity} + ${back} units back + ${gone.size} gone with a shard`);
   return violations;
 }
 
-/** Waits (bounded) until every order of the sale is final in PostgreSQL and no workflow of it runs. */
+/**
+ * @returns the 202s whose order a shard loss took before any workflow stored it: held by the lost shard, and with
+ *   neither a row nor a workflow once the sale settled
+ */
+async function goneWithShard(clients: Clients, saleId: number, seen: Observed): Promise<Set<string>> {
+  const candidates = seen.accepted.filter((id) => seen.lostWithShard.has(id));
+  if (!candidates.length) return new Set();
+  const { rows } = await clients.pool.query<{ id: string }>('SELECT id FROM orders WHERE sale_id = $1 AND id = ANY($2)', [saleId, candidates]);
+  const stored = new Set(rows.map((r) => r.id));
+  const gone = new Set<string>();
+  for (const id of candidates) {
+    if (stored.has(id)) continue;
+    const started = await clients.temporal.workflow.getHandle(id).describe().then(
+      () => true,
+      (err: unknown) => !(err instanceof WorkflowNotFoundError),
+    );
+    if (!started) gone.add(id);
+  }
+  return gone;
+}
+
+/** Waits (bounded) until every order of the sale is final in PostgreSQL, no workflow of it runs and no purchase claim is left. */
 async function settled(clients: Clients, saleId: number, accepted: number): Promise<boolean> {
   const deadline = Date.now() + SETTLE_TIMEOUT_MS;
   while (Date.now() < deadline) {
@@ -508,7 +591,9 @@ async function settled(clients: Clients, saleId: number, accepted: number): Prom
       );
       const { waiting: queued } = await new StartQueue(clients.redis, clients.store.layouts).depth(saleId, Date.now());
       const running = await clients.temporal.workflow.count(`SaleId = ${saleId} AND ExecutionStatus = "Running"`);
-      if (rows[0].total >= accepted && rows[0].open === 0 && queued === 0 && running.count === 0) return true;
+      // Claims a failed press left (a dropped connection) are repaired once STARTER_CLAIM_IDLE_MS old.
+      const claims = await clients.store.claims(saleId);
+      if (rows[0].total >= accepted && rows[0].open === 0 && queued === 0 && running.count === 0 && claims.length === 0) return true;
     } catch {
       // A service still coming back: look again.
     }
@@ -535,26 +620,28 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet, cluster: bo
   }, clients.store.placeShards);
   await loadSale(clients.pool, clients.store, created.saleId, false);
   const layout = await clients.store.layouts.get(created.saleId);
-  const seen: Observed = { accepted: [], fiveHundreds: [], payments: [] };
+  const seen: Observed = { accepted: [], lostWithShard: new Set(), fiveHundreds: [], payments: [] };
   const opened = Date.now();
   await Promise.all([
     trade(rng, clients, fleet, created, quantity, priceMinor, windowMs, seen),
     ...faults.map(async (fault) => {
       await sleep(Math.max(0, opened + fault.atMs - Date.now()));
-      await inject(fault, fleet, clients.redis, layout);
+      await inject(fault, fleet, clients, layout, seen);
     }),
   ]);
   await services('up');
   await fleet.heal();
   const violations: string[] = [];
-  if (!(await settled(clients, created.saleId, seen.accepted.length))) violations.push(`not settled within ${SETTLE_TIMEOUT_MS} ms`);
+  const mayBeGone = seen.accepted.filter((id) => seen.lostWithShard.has(id)).length;
+  if (!(await settled(clients, created.saleId, seen.accepted.length - mayBeGone))) violations.push(`not settled within ${SETTLE_TIMEOUT_MS} ms`);
+  const gone = await goneWithShard(clients, created.saleId, seen);
   const audit = await auditSale(
     { pool: clients.pool, redis: clients.redis, store: clients.store, temporal: clients.temporal, kafka: createKafka(clients.config, `chaos-audit-${randomUUID()}`), topic: clients.config.KAFKA_TOPIC },
     created.saleId,
-    seen.accepted,
+    seen.accepted.filter((id) => !gone.has(id)),
   );
   violations.push(...audit.checks.filter((c) => !c.ok).map((c) => `audit ${c.invariant} ${c.name}: ${JSON.stringify(c.figures)} e.g. ${c.examples?.join(', ')}`));
-  violations.push(...(await checkRun(clients, created.saleId, quantity, seen)));
+  violations.push(...(await checkRun(clients, created.saleId, quantity, seen, gone)));
   const counts = await clients.pool.query<{ status: string; n: number }>('SELECT status, count(*)::int AS n FROM orders WHERE sale_id = $1 GROUP BY status', [created.saleId]);
   return {
     seed,
@@ -562,6 +649,7 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet, cluster: bo
     faults,
     orders: Object.fromEntries(counts.rows.map((r) => [r.status, r.n])),
     accepted: seen.accepted.length,
+    goneWithShard: gone.size,
     payments: seen.payments.length,
     violations,
     durationMs: Date.now() - t0,
@@ -575,7 +663,7 @@ function replayCommand(seed: number, cluster: boolean): string {
 
 const runLine = (r: RunResult) =>
   `seed ${r.seed} sale ${r.saleId}: faults ${r.faults.map((f) => `${f.kind}@${(f.atMs / 1000).toFixed(1)}s`).join(', ')} | ` +
-  `202 ${r.accepted} | ${Object.entries(r.orders).map(([s, n]) => `${s} ${n}`).join(', ')} | payments ${r.payments} | ${(r.durationMs / 1000).toFixed(0)} s → ` +
+  `202 ${r.accepted}${r.goneWithShard ? ` (${r.goneWithShard} gone with a shard)` : ''} | ${Object.entries(r.orders).map(([s, n]) => `${s} ${n}`).join(', ')} | payments ${r.payments} | ${(r.durationMs / 1000).toFixed(0)} s → ` +
   (r.violations.length ? `VIOLATION (${r.violations.length})` : 'ok');
 
 /**
