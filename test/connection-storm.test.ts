@@ -8,18 +8,13 @@
  * keep working afterwards. Every response is checked against openapi.yaml.
  */
 import { Writable } from 'node:stream';
-import type { Client } from '@temporalio/client';
 import pino from 'pino';
-import { startApi, type RunningApi } from '../src/api/main';
 import type { Config } from '../src/config';
 import { shardQuantity } from '../src/reservation/layout';
-import { connectTemporal } from '../src/temporal';
-import { buildWorkflowBundle } from '../src/worker/bundle';
-import { startWorker, type RunningWorker } from '../src/worker/main';
-import { bounded, buyerToken, connectClients, createTestSale, orderResult, settledAudit, testConfig, type Clients } from './helpers';
-import { http, type ApiReply, type Http } from './openapi';
+import { useAppHarness } from './api/harness';
+import { bounded, buyerToken, createTestSale, orderResult, settledAudit, testConfig } from './helpers';
+import type { ApiReply } from './openapi';
 import { dropConnections } from '../tools/shared/redisFaults';
-import { installTestRuntime } from './temporalRuntime';
 import { clusterConfig, clusterNodesInfo } from './cluster/cluster';
 
 jest.setTimeout(240_000);
@@ -44,37 +39,18 @@ const modes = [
 
 describe.each(modes)('$name', (mode) => {
   const config = mode.config();
-  let clients: Clients;
-  let api: RunningApi;
-  let worker: RunningWorker;
-  let temporal: Client;
-  let call: Http;
   /** The API's (and its starter's) log lines, warnings and errors. */
   const logged: string[] = [];
-
-  beforeAll(async () => {
-    installTestRuntime();
-    clients = connectClients(config);
-    worker = await startWorker(config, await buildWorkflowBundle());
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logged.push(chunk.toString());
-        done();
-      },
-    });
-    api = await startApi(config, pino({ level: 'warn' }, sink));
-    temporal = await connectTemporal(config);
-    call = http(api.url);
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logged.push(chunk.toString());
+      done();
+    },
   });
-
-  afterAll(async () => {
-    await api?.close();
-    await temporal?.connection.close();
-    await worker?.shutdown();
-    await clients?.close();
-  });
+  const app = useAppHarness(config, 'connection-storm', pino({ level: 'warn' }, sink));
 
   test('connections dropped every 20 ms: every press answered, no 409, every order ends, every unit back on its shard', async () => {
+    const { clients, call, temporal } = app;
     const sale = await createTestSale(clients, { quantities: [mode.units], stockShards: [mode.shards], paymentWindowMs: 4000 });
     const itemId = sale.items[0].itemId;
     const tokens = await Promise.all(Array.from({ length: mode.buyers }, (_, i) => buyerToken(config, `storm-${sale.saleId}-${i}`)));

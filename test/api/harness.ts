@@ -4,6 +4,7 @@
  * left open on purpose) and close every client.
  */
 import type { Client } from '@temporalio/client';
+import type { Logger } from 'pino';
 import { startApi, type RunningApi } from '../../src/api/main';
 import type { Config } from '../../src/config';
 import { connectTemporal } from '../../src/temporal';
@@ -23,14 +24,17 @@ export interface AppHarness {
   accepted: string[];
 }
 
-/** @returns the harness, whose fields are set once the suite's first beforeAll has run */
-export function useAppHarness(config: Config, suite: string): AppHarness {
+/**
+ * @param log the API's logger (default: its own, at the config's LOG_LEVEL)
+ * @returns the harness, whose fields are set once the suite's first beforeAll has run
+ */
+export function useAppHarness(config: Config, suite: string, log?: Logger): AppHarness {
   const app = { accepted: [] as string[] } as AppHarness;
   beforeAll(async () => {
     installTestRuntime();
     app.clients = connectClients(config);
     app.worker = await startWorker(config, await buildWorkflowBundle());
-    app.api = await startApi(config);
+    app.api = await startApi(config, log);
     app.temporal = await connectTemporal(config);
     app.call = http(app.api.url);
   });

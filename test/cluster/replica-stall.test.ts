@@ -6,20 +6,15 @@
  * and every order that took a unit ends. And a WAIT after an ASK redirect (the sale's slot half-way through a
  * migration) counts the replicas of the node that ran the script, not of the node the slot map names.
  */
-import type { Client } from '@temporalio/client';
 import calculateSlot from 'cluster-key-slot';
-import { startApi, type RunningApi } from '../../src/api/main';
 import { newOrderId } from '../../src/order/id';
 import type { OrderInput } from '../../src/order/types';
 import { ReplicationBarrier } from '../../src/reservation/replication';
 import { ReservationStore } from '../../src/reservation/store';
-import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle } from '../../src/worker/bundle';
-import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { migrateSlot, replicaPort } from '../../tools/shared/localCluster';
-import { bounded, buyerToken, connectClients, createTestSale, settledAudit, type Clients } from '../helpers';
-import { http, type ApiReply, type Http } from '../openapi';
-import { installTestRuntime } from '../temporalRuntime';
+import { useAppHarness } from '../api/harness';
+import { bounded, buyerToken, createTestSale, settledAudit } from '../helpers';
+import type { ApiReply } from '../openapi';
 import { clusterConfig, clusterNodesInfo, masterOf, nodePid } from './cluster';
 
 jest.setTimeout(180_000);
@@ -29,29 +24,12 @@ const WAIT_TIMEOUT_MS = 1000;
 const STALL_MS = 2000;
 const config = clusterConfig({ REDIS_WAIT_REPLICAS: '1', REDIS_WAIT_TIMEOUT_MS: String(WAIT_TIMEOUT_MS) });
 
-let clients: Clients;
-let api: RunningApi;
-let worker: RunningWorker;
-let temporal: Client;
-let call: Http;
+const app = useAppHarness(config, 'replica-stall');
 /** Processes this suite stopped: continued in afterAll whatever happened. */
 const stopped = new Set<number>();
 
-beforeAll(async () => {
-  installTestRuntime();
-  clients = connectClients(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  api = await startApi(config);
-  temporal = await connectTemporal(config);
-  call = http(api.url);
-});
-
-afterAll(async () => {
+afterAll(() => {
   for (const pid of stopped) process.kill(pid, 'SIGCONT');
-  await api?.close();
-  await temporal?.connection.close();
-  await worker?.shutdown();
-  await clients?.close();
 });
 
 /** Stops the process of the replica of the master at `masterPort` until the returned function is called. */
@@ -73,6 +51,7 @@ function quantile(values: number[], q: number): number {
 }
 
 test('a replica stopped for 2 s: order reads and sold-out answers keep their latency, and every order that took a unit ends', async () => {
+  const { clients, call, temporal } = app;
   const sale = await createTestSale(clients, { quantities: [600, 1], stockShards: [3, 1], paymentWindowMs: 5000 });
   const [hot, gone] = sale.items.map((i) => i.itemId);
   const layout = await clients.store.layouts.get(sale.saleId);
@@ -142,6 +121,7 @@ test('a replica stopped for 2 s: order reads and sold-out answers keep their lat
 });
 
 test('a WAIT after an ASK redirect counts the replicas of the node that ran the script, not of the slot map’s', async () => {
+  const { clients } = app;
   const barrier = new ReplicationBarrier(clients.redis, config);
   const store = new ReservationStore(clients.redis, clients.store.layouts, { barrier, replicas: 1 });
   try {
