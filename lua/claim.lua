@@ -2,13 +2,19 @@
 -- Records a buyer's live order on their home shard before its unit is sought on another shard (I3 across shards).
 -- KEYS[1] live order per buyer     {<home tag>}:buyers   hash userId -> orderId
 -- KEYS[2] claims in progress       {<home tag>}:claims   sorted set of claim members by claim time (ms, Redis' clock)
+-- KEYS[3] the shard is loaded      {<home tag>}:loaded
 -- ARGV    userId, orderId, claim member (src/reservation/formats.ts)
--- Returns {1, claimedAtMs, nodeId} claimed | {2, heldOrderId} already purchased (nothing written).
+-- Returns {1, claimedAtMs, nodeId} claimed | {2, heldOrderId} already purchased | {4} the home shard lost its
+-- data (neither its loaded mark nor any buyer's entry is there): nothing is written there until the rebuild. A
+-- shard loaded before the mark existed holds buyers' entries, and is taken as loaded.
 -- Idempotent per orderId (I5): run again for the same order, it finds its own claim, writes nothing and answers
 -- the same claim time (a claim already settled is made again, and settled again by the take that follows).
 -- The claim is settled (ZREM) once take.lua reserved the unit on some shard, or undone by unclaim.lua when no
 -- shard had one; a claim left by a crash in between is repaired by src/reservation/claims.ts. Its time is
 -- Redis' (TIME), so that every judge of its age reads one clock, whatever the API host's.
+if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+  return {4}
+end
 local held = redis.call('HGET', KEYS[1], ARGV[1])
 if held and held ~= ARGV[2] then
   return {2, held}

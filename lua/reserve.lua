@@ -6,13 +6,15 @@
 -- KEYS[3] reservations per order   {<tag>}:reservations       hash orderId -> reservation value
 -- KEYS[4] start queue              {<tag>}:accepted           stream of orders whose workflow is to be started
 -- KEYS[5] units returned           {<tag>}:returns:<itemId>   integer, counted by release.lua
+-- KEYS[6] released orders          {<tag>}:released           hash orderId -> 1, written by release.lua
 -- ARGV    userId, orderId, reservation value, then the start queue entry's field/value pairs
 -- Returns {1, stockLeft, nodeId} reserved | {2, heldOrderId} already purchased | {3, returns} sold out here |
 -- {4} stock not loaded. nodeId names the cluster node that holds the write ('' on a single Redis), for the
 -- replication barrier (src/reservation/replication.ts); returns lets a buyer tell whether a unit came back
 -- since (src/reservation/store.ts, SOLD_OUT across shards).
 -- Idempotent per orderId (I5): run again for the same order (a client resent it after its reply was lost), it
--- finds the order's reservation and the buyer's entry naming it, writes nothing and answers as the first run did.
+-- finds the order's reservation and the buyer's entry naming it, writes nothing and answers as the first run did;
+-- run after the order already ended and gave its unit back (released), it writes nothing and answers the same.
 -- A refusal writes nothing. The buyer check comes first so a holder is told 409, not 410. The queue entry is
 -- written first: it is the one write that can fail (wrong key type, out of memory), and a script is not rolled
 -- back, so a failure must come before the reservation exists, never after.
@@ -26,7 +28,7 @@ if not stock then
 end
 stock = tonumber(stock)
 local held = redis.call('HGET', KEYS[2], ARGV[1])
-if held == ARGV[2] and redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
+if (held == ARGV[2] and redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1) or redis.call('HEXISTS', KEYS[6], ARGV[2]) == 1 then
   return {1, stock, node()}
 end
 if held and held ~= ARGV[2] then

@@ -6,11 +6,12 @@
 -- KEYS[2] reservations per order            {<tag>}:reservations
 -- KEYS[3] start queue of this shard         {<tag>}:accepted
 -- KEYS[4] units returned to this shard      {<tag>}:returns:<itemId>
+-- KEYS[5] released orders                   {<tag>}:released
 -- ARGV    orderId, claimedAtMs, leaseMs, reservation value, then the start queue entry's field/value pairs
 -- Returns {1, stockLeft, nodeId} reserved | {3, returns} sold out on this shard | {4} stock not loaded |
 -- {5} the claim's lease has run out (nothing written).
--- Idempotent per orderId (I5): run again for an order that holds a reservation here, it writes nothing and
--- answers as the first run did.
+-- Idempotent per orderId (I5): run again for an order that holds a reservation here, or held one and gave its
+-- unit back already (released), it writes nothing and answers as the first run did.
 -- The lease: a claim older than leaseMs (by this node's clock against the home node's, claimedAtMs) takes no
 -- unit, so that claim repair, which undoes only claims older than twice that (src/reservation/claims.ts), never
 -- undoes a claim whose take could still land (the buyer would hold two reservations).
@@ -20,7 +21,7 @@ local function node()
   return type(id) == 'string' and id or ''
 end
 local stock = redis.call('GET', KEYS[1])
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 or redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 then
   return {1, tonumber(stock or '0'), node()}
 end
 local now = redis.call('TIME')

@@ -3,8 +3,14 @@
 -- (I3, I5: a repeated or stale call leaves a newer order of the same buyer intact, and answers the same).
 -- KEYS[1] live order per buyer     {<home tag>}:buyers
 -- KEYS[2] claims in progress       {<home tag>}:claims
+-- KEYS[3] the shard is loaded      {<home tag>}:loaded
 -- ARGV    userId, orderId, claim member (src/reservation/formats.ts)
--- Returns nothing.
+-- Returns nothing; the error SHARD_NOT_LOADED, writing nothing, on a shard that lost its data (neither its loaded
+-- mark nor any buyer's entry is there): its caller tries again once it is rebuilt, and then clears what the
+-- rebuild restored.
+if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+  return redis.error_reply('SHARD_NOT_LOADED')
+end
 redis.call('ZREM', KEYS[2], ARGV[3])
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
   redis.call('HDEL', KEYS[1], ARGV[1])

@@ -44,6 +44,16 @@ export function shardKeys(tag: string) {
     startQueue: `${tag}:accepted`,
     /** Buyers homed here whose unit is being sought on another shard: sorted set of claim members (formats.ts) by claim time (ms, Redis' clock). */
     claims: `${tag}:claims`,
+    /**
+     * Set by a load or a rebuild, with the shard's stock: a node that restarted empty has none, and claim, unclaim
+     * and release refuse to run on a shard without it (nor the stock or buyers' entries they touch), so that
+     * nothing is written there between a data loss and the rebuild.
+     */
+    loaded: `${tag}:loaded`,
+    /** Orders whose unit this shard took back (release.lua), for a day after the last: a late rerun of their reservation reserves nothing. */
+    released: `${tag}:released`,
+    /** A rebuild of this shard under way (src/reservation/loading.ts): its token, until it ends or the lock expires. */
+    rebuilding: `${tag}:rebuilding`,
     stock: (itemId: number) => `${tag}:stock:${itemId}`,
     /**
      * Units of the item returned to this shard's stock, counted by every release (and moved on by a rebuild): a

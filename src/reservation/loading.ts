@@ -5,11 +5,20 @@
  * only, and never rewrites a shard that holds its data: those hold reservations and buyers' entries of orders that
  * PostgreSQL does not know yet (the starters' backlog), which only they know.
  */
+import { randomUUID } from 'node:crypto';
 import type { OrderInput } from '../order/types';
 import { idempotent, type FlashRedis } from './client';
 import { claimMember, parseClaimMember, reservationValue } from './formats';
 import { homeShard, itemShardCount, shardKeys, shardQuantity, type SaleLayout } from './layout';
 import type { ReservationStore } from './store';
+
+/** Thrown when a shard's rebuild is already under way, or done since its loss was found. */
+export class RebuildUnderWay extends Error {}
+
+/** How long a rebuild may hold a shard's lock (ms); it expires after a crash. */
+const REBUILD_LOCK_MS = 120_000;
+/** Deletes the lock only while it holds the caller's token. */
+const UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
 /** An item's quantity, to split over its shards. */
 export interface ItemQuantity {
@@ -36,8 +45,9 @@ export class StockLoader {
   }
 
   /**
-   * Sets the stock keys that are missing, shard by shard: an item's stock on shard k is its part of the quantity
-   * (shardQuantity) minus the live orders whose unit that shard gave. Idempotent: a second load changes nothing.
+   * Sets the stock keys that are missing, shard by shard, and marks each shard loaded: an item's stock on shard k
+   * is its part of the quantity (shardQuantity) minus the live orders whose unit that shard gave. Idempotent: a
+   * second load changes nothing. A shard that lost its data needs a rebuild instead (src/sale/sales.ts refuses).
    * @param liveOrders the sale's PENDING and PAID orders (PostgreSQL)
    */
   async load(saleId: number, items: readonly ItemQuantity[], liveOrders: readonly OrderInput[]): Promise<void> {
@@ -46,6 +56,7 @@ export class StockLoader {
       const keys = shardKeys(layout.tags[k]);
       const tx = this.redis.multi();
       for (const item of carried(layout, items, k)) tx.set(keys.stock(item.itemId), left(layout, item, k, liveOrders), 'NX');
+      tx.set(keys.loaded, '1');
       await exec(tx);
     }
   }
@@ -58,11 +69,32 @@ export class StockLoader {
    * looked before must look again). The other shards are not rewritten; a buyer's entry there that names an order
    * held nowhere any more (it was only on a lost shard) is cleared, as an undone claim would be. Orders that only
    * a lost shard held and no workflow has stored yet are gone with it, and their start queue entries.
+   * Until a lost shard is rebuilt, its missing `loaded` mark keeps claim, unclaim and release from writing there
+   * (they refuse, and are tried again), so what was read above is what the shard is rebuilt from. One rebuild
+   * runs per shard at a time (a lock), and it stops when the shard was rebuilt meanwhile.
    * @param liveOrders the sale's PENDING and PAID orders (PostgreSQL)
    * @param lost the shards to rebuild
+   * @throws RebuildUnderWay when another rebuild holds a shard's lock or rebuilt it since `lost` was found
    */
   async rebuild(saleId: number, items: readonly ItemQuantity[], liveOrders: readonly OrderInput[], lost: readonly number[]): Promise<void> {
     const layout = await this.store.layouts.get(saleId);
+    const token = randomUUID();
+    const locked: number[] = [];
+    try {
+      for (const k of lost) {
+        const keys = shardKeys(layout.tags[k]);
+        if ((await this.redis.set(keys.rebuilding, token, 'PX', REBUILD_LOCK_MS, 'NX')) !== 'OK') throw new RebuildUnderWay(`shard ${k}: another rebuild is under way`);
+        locked.push(k);
+        if ((await this.holding(saleId, items))[k]) throw new RebuildUnderWay(`shard ${k}: rebuilt meanwhile`);
+      }
+      await this.rewrite(saleId, layout, items, liveOrders, lost);
+    } finally {
+      // Only our own lock: one that expired and was taken by another rebuild stays theirs.
+      for (const k of locked) await this.redis.eval(UNLOCK, 1, shardKeys(layout.tags[k]).rebuilding, token).catch(() => undefined);
+    }
+  }
+
+  private async rewrite(saleId: number, layout: SaleLayout, items: readonly ItemQuantity[], liveOrders: readonly OrderInput[], lost: readonly number[]): Promise<void> {
     const isLost = (k: number) => lost.includes(k);
     const elsewhere = (await this.store.reservations(saleId)).filter((o) => !isLost(o.stockShard ?? 0));
     const known = new Set(liveOrders.map((o) => o.orderId));
@@ -80,6 +112,7 @@ export class StockLoader {
         tx.set(keys.stock(item.itemId), left(layout, item, k, liveOrders));
         tx.set(keys.returns(item.itemId), Date.now());
       }
+      tx.set(keys.loaded, '1');
       await exec(tx);
     }
     await this.clearStranded(saleId, layout, lost, new Set(holders.map((o) => o.orderId)));
@@ -99,7 +132,7 @@ export class StockLoader {
       for (const [userId, orderId] of buyers) {
         if (held.has(orderId) || claimed.has(orderId) || reserved.has(orderId)) continue;
         // unclaim.lua clears the entry only while it names this order; the claim member it drops does not exist.
-        await idempotent(() => this.redis.unclaim(keys.buyers, keys.claims, userId, orderId, claimMember({ orderId, itemId: 0, userId })));
+        await idempotent(() => this.redis.unclaim(keys.buyers, keys.claims, keys.loaded, userId, orderId, claimMember({ orderId, itemId: 0, userId })));
       }
     }
   }

@@ -82,9 +82,12 @@ export class ReplicationBarrier {
     while (lane.waiting.length) {
       const riders = lane.waiting.splice(0);
       const replicas = await this.barrier(lane).catch(() => {
-        // The marker's slot moved, or the node is gone: the next barrier reads the node map again.
-        this.lanes.delete(nodeId);
-        this.targets.delete(nodeId);
+        // The marker's slot moved, or the node is gone: the next barrier reads the node map again (a newer lane
+        // for the node, made meanwhile, stays).
+        if (this.lanes.get(nodeId) === lane) {
+          this.lanes.delete(nodeId);
+          this.targets.delete(nodeId);
+        }
         lane.connection.disconnect();
         return 0;
       });

@@ -92,7 +92,7 @@ export class ReservationStore {
     if (home < shards) {
       const keys = shardKeys(tagOf(layout, home));
       const reply = await idempotent(() =>
-        this.redis.reserve(keys.stock(order.itemId), keys.buyers, keys.reservations, keys.startQueue, keys.returns(order.itemId), order.userId, order.orderId, reservationValue(order), ...entryFields(order)),
+        this.redis.reserve(keys.stock(order.itemId), keys.buyers, keys.reservations, keys.startQueue, keys.returns(order.itemId), keys.released, order.userId, order.orderId, reservationValue(order), ...entryFields(order)),
       );
       switch (reply[0]) {
         case 1:
@@ -116,21 +116,27 @@ export class ReservationStore {
   private async reserveElsewhere(layout: SaleLayout, order: OrderInput, home: number, shards: number): Promise<ReserveOutcome> {
     const homeKeys = shardKeys(tagOf(layout, home));
     const member = claimMember(order);
-    const claimed = await idempotent(() => this.redis.claim(homeKeys.buyers, homeKeys.claims, order.userId, order.orderId, member));
+    const claimed = await idempotent(() => this.redis.claim(homeKeys.buyers, homeKeys.claims, homeKeys.loaded, order.userId, order.orderId, member));
     if (claimed[0] === 2) return { kind: 'ALREADY_PURCHASED', orderId: claimed[1] };
+    if (claimed[0] === 4) return { kind: 'NOT_LOADED' };
     const [, claimedAtMs, homeNode] = claimed;
-    const unclaim = () => idempotent(() => this.redis.unclaim(homeKeys.buyers, homeKeys.claims, order.userId, order.orderId, member));
+    const unclaim = () => idempotent(() => this.redis.unclaim(homeKeys.buyers, homeKeys.claims, homeKeys.loaded, order.userId, order.orderId, member));
     for (let pass = 0; pass < MAX_PASSES; pass++) {
       const emptyAt = new Map<number, number>();
       let notLoaded = false;
       for (const k of shardsFrom((home + 1) % shards, shards)) {
         const look = await this.take(layout, order, k, claimedAtMs);
         if ('reserved' in look) {
-          await idempotent(() => this.redis.zrem(homeKeys.claims, member));
+          // Settling the claim is housekeeping: failed, claim repair settles it; the buyer holds the unit either way.
+          await idempotent(() => this.redis.zrem(homeKeys.claims, member)).catch(() => undefined);
           return this.replicated(order, { kind: 'RESERVED', stockLeft: look.reserved.stockLeft, stockShard: k }, [look.reserved.node, homeNode]);
         }
-        // A take stalled past the claim's lease: claim repair may undo the claim; this press does nothing more.
-        if ('leaseOver' in look) return { kind: 'UNDECIDED' };
+        // A take stalled past the claim's lease: no take of this press can land any more (each refuses a claim
+        // past its lease, and every earlier one answered), so the claim is undone now rather than by repair.
+        if ('leaseOver' in look) {
+          await unclaim();
+          return { kind: 'UNDECIDED' };
+        }
         if ('empty' in look) emptyAt.set(k, look.empty);
         else notLoaded = true;
       }
@@ -155,6 +161,7 @@ export class ReservationStore {
         keys.reservations,
         keys.startQueue,
         keys.returns(order.itemId),
+        keys.released,
         order.orderId,
         String(claimedAtMs),
         String(this.claimLeaseMs),
@@ -180,7 +187,8 @@ export class ReservationStore {
       [...emptyAt].map(async ([k, returns]) => {
         const keys = shardKeys(tagOf(layout, k));
         const [stock, seen] = await idempotent(() => this.redis.mget(keys.stock(itemId), keys.returns(itemId)));
-        return Number(stock ?? 0) <= 0 && Number(seen ?? 0) === returns;
+        // A shard that lost its stock since it was looked at is not known to be empty: its rebuild may free units.
+        return stock !== null && Number(stock) <= 0 && Number(seen ?? 0) === returns;
       }),
     );
     return now.every(Boolean);
@@ -198,17 +206,20 @@ export class ReservationStore {
    * Returns the order's unit to its stock shard if that order still holds it, and clears the buyer's entry on
    * their home shard while it names this order (I5: twice, or stale, frees nothing). Both steps are idempotent,
    * so a retry after a crash between them completes the release.
-   * @throws an ioredis ReplyError ITEM_MISMATCH when the order's reservation is for another item
+   * @throws an ioredis ReplyError ITEM_MISMATCH when the order's reservation is for another item, SHARD_NOT_LOADED
+   *   while one of the two shards lost its data and is not rebuilt yet (try again later)
    */
   async release(order: ReleaseTarget): Promise<void> {
     const layout = await this.layouts.get(order.saleId);
     const shard = order.stockShard ?? 0;
     const keys = shardKeys(tagOf(layout, shard));
-    await idempotent(() => this.redis.release(keys.stock(order.itemId), keys.buyers, keys.reservations, keys.returns(order.itemId), order.orderId, String(order.itemId)));
+    await idempotent(() =>
+      this.redis.release(keys.stock(order.itemId), keys.buyers, keys.reservations, keys.returns(order.itemId), keys.released, keys.loaded, order.orderId, String(order.itemId)),
+    );
     const home = homeShard(layout, order.userId);
     if (home !== shard) {
       const homeKeys = shardKeys(tagOf(layout, home));
-      await idempotent(() => this.redis.unclaim(homeKeys.buyers, homeKeys.claims, order.userId, order.orderId, claimMember(order)));
+      await idempotent(() => this.redis.unclaim(homeKeys.buyers, homeKeys.claims, homeKeys.loaded, order.userId, order.orderId, claimMember(order)));
     }
   }
 

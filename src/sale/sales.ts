@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { inTransaction } from '../db';
 import { liveOrders } from '../order/store';
 import { MAX_SHARDS } from '../reservation/layout';
-import { StockLoader } from '../reservation/loading';
+import { RebuildUnderWay, StockLoader } from '../reservation/loading';
 import type { ReservationStore } from '../reservation/store';
 
 const LAST_RFC3339_MS = Date.UTC(10000, 0, 1);
@@ -128,8 +128,11 @@ export async function recentSaleIds(pool: Pool): Promise<number[]> {
   return res.rows.map((r) => r.id);
 }
 
-/** Thrown by loadSale when a rebuild has nothing to restore, or would go ahead beside shards that kept their data without force. */
+/** Thrown by loadSale when a rebuild has nothing to restore, would go ahead beside shards that kept their data without force, or runs already. */
 export class RebuildRefused extends Error {}
+
+/** Thrown by loadSale (without rebuild) when a shard lost its data while the sale has live orders: only a rebuild restores them. */
+export class RebuildNeeded extends Error {}
 
 /**
  * Loads the sale's stock into Redis: quantity − sold per item (sold = pending + paid, I2), per stock shard, where
@@ -138,19 +141,28 @@ export class RebuildRefused extends Error {}
  * they are (src/reservation/loading.ts). While any shard kept its data, a rebuild needs force: orders that were
  * only on a lost shard and not yet stored by their workflow are gone, and the operator says they know
  * (docs/operations.md, A shard lost its data).
+ * Without rebuild, a shard that lost its data is loaded only while the sale has no live order: its stock alone
+ * would be right, but its reservations and buyers' entries would be missing (their units lost at expiry, their
+ * buyers free to buy twice).
  * @returns the loaded sale, or undefined when there is no such sale
- * @throws RebuildRefused when no shard lost its data, or some kept theirs and force is not given
+ * @throws RebuildRefused when no shard lost its data, or some kept theirs and force is not given, or another
+ *   rebuild of a shard runs; RebuildNeeded when a load finds a shard without its data and live orders
  */
 export async function loadSale(pool: Pool, store: ReservationStore, saleId: number, rebuild: boolean, force = false): Promise<Sale | undefined> {
   const sale = await findSale(pool, saleId);
   if (!sale) return undefined;
   const loader = new StockLoader(store);
   const items = sale.items.map((item) => ({ itemId: item.itemId, quantity: item.quantity }));
+  const holding = await loader.holding(saleId, items);
   if (!rebuild) {
-    await loader.load(saleId, items, await liveOrders(pool, saleId));
+    const live = await liveOrders(pool, saleId);
+    const lost = holding.flatMap((holds, k) => (holds ? [] : [k]));
+    if (lost.length && live.length) {
+      throw new RebuildNeeded(`sale ${saleId}: shard(s) ${lost.join(', ')} hold no stock while ${live.length} orders are live: rebuild (?rebuild=true) to restore them`);
+    }
+    await loader.load(saleId, items, live);
     return sale;
   }
-  const holding = await loader.holding(saleId, items);
   const lost = holding.flatMap((holds, k) => (holds ? [] : [k]));
   const kept = holding.flatMap((holds, k) => (holds ? [k] : []));
   if (!lost.length) throw new RebuildRefused(`sale ${saleId}: every stock shard holds its data; nothing to rebuild`);
@@ -160,6 +172,11 @@ export async function loadSale(pool: Pool, store: ReservationStore, saleId: numb
         'and orders that were only there and not yet stored are gone (force to go ahead)',
     );
   }
-  await loader.rebuild(saleId, items, await liveOrders(pool, saleId), lost);
+  try {
+    await loader.rebuild(saleId, items, await liveOrders(pool, saleId), lost);
+  } catch (err) {
+    if (err instanceof RebuildUnderWay) throw new RebuildRefused(`sale ${saleId}: ${err.message}`);
+    throw err;
+  }
   return sale;
 }

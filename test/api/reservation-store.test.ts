@@ -23,7 +23,7 @@ beforeAll(() => {
 afterAll(async () => {
   for (const sale of sales) {
     const keys = saleKeys(sale.saleId);
-    await clients.redis.del(keys.buyers, keys.reservations, keys.startQueue, ...sale.items.flatMap((i) => [keys.stock(i.itemId), keys.returns(i.itemId)]));
+    await clients.redis.del(keys.buyers, keys.reservations, keys.startQueue, keys.loaded, keys.released, ...sale.items.flatMap((i) => [keys.stock(i.itemId), keys.returns(i.itemId)]));
   }
   await clients.close();
 });
@@ -74,6 +74,10 @@ test('a reservation run twice for one order, and its release run twice: Redis as
   const afterRelease = await snapshot();
   expect([afterRelease.stock, afterRelease.buyers, afterRelease.reservations]).toEqual([10, {}, {}]);
   await clients.store.release(once);
+  expect(await snapshot()).toEqual(afterRelease);
+  // Run once more after the order ended and gave its unit back (a rerun seconds late): it takes nothing, queues
+  // nothing, and answers as the first run did.
+  expect(await clients.store.reserve(once)).toEqual({ ...first, stockLeft: 10 });
   expect(await snapshot()).toEqual(afterRelease);
 });
 

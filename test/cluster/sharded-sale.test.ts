@@ -10,7 +10,7 @@ import Redis from 'ioredis';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { homeShard, shardKeys, shardQuantity, type SaleLayout } from '../../src/reservation/layout';
 import { repairClaims } from '../../src/reservation/claims';
-import { claimMember, entryFields, reservationValue } from '../../src/reservation/formats';
+import { claimMember, entryFields, parseReservation, reservationValue } from '../../src/reservation/formats';
 import { loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
@@ -207,7 +207,7 @@ test('a claim left by a crash is repaired: undone when no shard holds its order,
   // As an API process that died between claim.lua and its outcome would leave them, a minute ago.
   const leftBehind = async (userId: string, orderId: string) => {
     const member = claimMember({ orderId, itemId, userId });
-    expect(await clients.redis.claim(home.buyers, home.claims, userId, orderId, member)).toEqual([1, expect.any(Number), expect.any(String)]);
+    expect(await clients.redis.claim(home.buyers, home.claims, home.loaded, userId, orderId, member)).toEqual([1, expect.any(Number), expect.any(String)]);
     await clients.redis.zadd(home.claims, 'XX', Date.now() - 60_000, member);
   };
   await leftBehind(lost, lostOrder);
@@ -215,14 +215,14 @@ test('a claim left by a crash is repaired: undone when no shard holds its order,
   const s1 = shardKeys(layout.tags[1]);
   const keptTerms = { orderId: keptOrder, saleId: sale.saleId, itemId, userId: kept, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() };
   // Its take landed before it died (within the claim's lease: taken as of now).
-  const taken = await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), keptOrder, String(Date.now()), '15000', reservationValue(keptTerms), ...entryFields(keptTerms));
+  const taken = await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), s1.released, keptOrder, String(Date.now()), '15000', reservationValue(keptTerms), ...entryFields(keptTerms));
   expect(taken[0]).toBe(1);
 
   expect(await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 30_000)).toEqual({ settled: 1, undone: 1 });
   expect(await clients.store.claims(sale.saleId)).toEqual([]);
   expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[kept, keptOrder]]));
   // A fresh claim is left alone.
-  await clients.redis.claim(home.buyers, home.claims, lost, lostOrder, claimMember({ orderId: lostOrder, itemId, userId: lost }));
+  await clients.redis.claim(home.buyers, home.claims, home.loaded, lost, lostOrder, claimMember({ orderId: lostOrder, itemId, userId: lost }));
   expect(await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 30_000)).toEqual({ settled: 0, undone: 0 });
   await clients.redis.del(s1.startQueue);
 });
@@ -248,7 +248,7 @@ test('a rebuild after every shard lost its keys restores stock = quantity − pe
   const layout = await clients.store.layouts.get(sale.saleId);
   for (const tag of layout.tags) {
     const keys = shardKeys(tag);
-    await clients.redis.del(keys.buyers, keys.reservations, keys.claims, keys.stock(itemId));
+    await clients.redis.del(keys.buyers, keys.reservations, keys.claims, keys.stock(itemId), keys.loaded);
   }
   expect(await stockOf(sale.saleId, itemId)).toEqual([undefined, undefined, undefined]);
   await loadSale(clients.pool, clients.store, sale.saleId, true);
@@ -286,8 +286,16 @@ test('one shard lost its keys mid-sale: the rebuild refuses without force, resto
 
   // Shard 1's master loses every key of the sale (no replica took over with them).
   const lost = shardKeys(layout.tags[1]);
-  await clients.redis.del(lost.buyers, lost.reservations, lost.claims, lost.stock(itemId), lost.returns(itemId), lost.startQueue);
+  await clients.redis.del(lost.buyers, lost.reservations, lost.claims, lost.stock(itemId), lost.returns(itemId), lost.startQueue, lost.loaded, lost.released);
   const admin = config.ADMIN_TOKEN;
+  // Until the rebuild nothing is written on the lost shard: a buyer homed there is answered 503, a release of a
+  // unit it gave is refused (and tried again later by its activity), and a plain load, which would restore the
+  // stock without the reservations, is refused.
+  const homedThere = names('lost-shard-late', 200).find((buyer) => homeShard(layout, buyer) === 1) as string;
+  expect((await purchase(itemId, await buyerToken(config, homedThere))).status).toBe(503);
+  const [heldId, heldValue] = Object.entries(before[1].held)[0];
+  await expect(clients.store.release(parseReservation(sale.saleId, 1, heldId, heldValue))).rejects.toThrow(/SHARD_NOT_LOADED/);
+  expect(await call('POST', `/api/admin/sales/${sale.saleId}/stock`, { token: admin })).toMatchObject({ status: 409, body: { error: 'REBUILD_NEEDED' } });
   const refused = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true`, { token: admin });
   expect(refused).toMatchObject({ status: 409, body: { error: 'REBUILD_REFUSED' } });
   expect(refused.body.details).toEqual([expect.stringContaining('shard(s) 1 lost their data, shard(s) 0, 2 kept theirs')]);

@@ -385,7 +385,7 @@ async function loseShard(clients: Clients, layout: SaleLayout, k: number, seen: 
     clients.redis
       .multi()
       .hkeys(keys.reservations)
-      .del(keys.buyers, keys.reservations, keys.claims, keys.startQueue, ...items.flatMap((id) => [keys.stock(id), keys.returns(id)]))
+      .del(keys.buyers, keys.reservations, keys.claims, keys.startQueue, keys.loaded, keys.released, ...items.flatMap((id) => [keys.stock(id), keys.returns(id)]))
       .exec(),
   );
   const [err, held] = replies?.[0] ?? [new Error('MULTI without replies')];

@@ -3,15 +3,17 @@
  * POST /api/admin/sales                      body: SaleInput → 201 sale with item ids, stock loaded; 400
  *                                            INVALID_BODY for a body of the wrong shape, 422 INVALID_SALE for one
  *                                            that breaks a rule between fields (endsAt after startsAt, …)
- * POST /api/admin/sales/{saleId}/stock       ?rebuild=true replaces Redis' view from PostgreSQL → 200, or 409
- *                                            REBUILD_REFUSED while Redis still holds the stock (&force=true overrides);
- *                                            a flag other than true/false → 400 INVALID_QUERY, nothing loaded
+ * POST /api/admin/sales/{saleId}/stock       loads missing stock → 200, or 409 REBUILD_NEEDED when a shard lost its
+ *                                            data while orders are live; ?rebuild=true restores the shards that lost
+ *                                            their data from PostgreSQL → 200, or 409 REBUILD_REFUSED when none did,
+ *                                            or others kept theirs (&force=true overrides); a flag other than
+ *                                            true/false → 400 INVALID_QUERY, nothing loaded
  * GET  /api/admin/sales/{saleId}             sale, items, and each item's Redis stock → 200
  */
 import { LayoutError } from '../../reservation/layout';
 import type { Context } from 'koa';
 import { parseId } from '../../ids';
-import { createSale, findSale, loadSale, RebuildRefused, SaleInput, type Sale } from '../../sale/sales';
+import { createSale, findSale, loadSale, RebuildNeeded, RebuildRefused, SaleInput, type Sale } from '../../sale/sales';
 import type { AppDeps } from '../deps';
 import { reply } from '../errors';
 
@@ -71,6 +73,7 @@ export function loadStockHandler(deps: AppDeps) {
       sale = await loadSale(deps.pool, deps.store, saleId, rebuild, force);
     } catch (err) {
       if (err instanceof RebuildRefused) return reply(ctx, 'REBUILD_REFUSED', { details: [err.message] });
+      if (err instanceof RebuildNeeded) return reply(ctx, 'REBUILD_NEEDED', { details: [err.message] });
       throw err;
     }
     if (!sale) return reply(ctx, 'SALE_NOT_FOUND');

@@ -122,7 +122,7 @@ export function purchaseHandler({ catalog, store, soldOut, starter, metrics, log
         soldOut.flag(item.saleId, itemId);
         return reply(ctx, 'SOLD_OUT');
       case 'NOT_LOADED':
-        log.error({ itemId, saleId: item.saleId }, 'stock not loaded in redis: run `npm run sale -- load`');
+        log.error({ itemId, saleId: item.saleId }, 'stock not loaded in redis: run `npm run sale -- load`, or `load --rebuild` after a loss of its data');
         return reply(ctx, 'STOCK_NOT_LOADED');
       case 'NOT_REPLICATED':
         // The reservation and its queue entry exist on the master: the order is the starter's like any other and
