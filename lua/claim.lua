@@ -5,14 +5,13 @@
 -- KEYS[3] the shard is loaded      {<home tag>}:loaded
 -- ARGV    userId, orderId, claim member (src/reservation/formats.ts)
 -- Returns {1, claimedAtMs, nodeId} claimed | {2, heldOrderId} already purchased | {4} the home shard lost its
--- data (neither its loaded mark nor any buyer's entry is there): nothing is written there until the rebuild. A
--- shard loaded before the mark existed holds buyers' entries, and is taken as loaded.
+-- data (its loaded mark is not there): nothing is written there until the rebuild.
 -- Idempotent per orderId (I5): run again for the same order, it finds its own claim, writes nothing and answers
 -- the same claim time (a claim already settled is made again, and settled again by the take that follows).
 -- The claim is settled (ZREM) once take.lua reserved the unit on some shard, or undone by unclaim.lua when no
 -- shard had one; a claim left by a crash in between is repaired by src/reservation/claims.ts. Its time is
 -- Redis' (TIME), so that every judge of its age reads one clock, whatever the API host's.
-if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+if redis.call('EXISTS', KEYS[3]) == 0 then
   return {4}
 end
 local held = redis.call('HGET', KEYS[1], ARGV[1])

@@ -5,10 +5,10 @@
 -- KEYS[2] claims in progress       {<home tag>}:claims
 -- KEYS[3] the shard is loaded      {<home tag>}:loaded
 -- ARGV    userId, orderId, claim member (src/reservation/formats.ts)
--- Returns nothing; the error SHARD_NOT_LOADED, writing nothing, on a shard that lost its data (neither its loaded
--- mark nor any buyer's entry is there): its caller tries again once it is rebuilt, and then clears what the
+-- Returns nothing; the error SHARD_NOT_LOADED, writing nothing, on a shard that lost its data (its loaded mark is
+-- not there): its caller tries again once it is rebuilt, and then clears what the
 -- rebuild restored.
-if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+if redis.call('EXISTS', KEYS[3]) == 0 then
   return redis.error_reply('SHARD_NOT_LOADED')
 end
 redis.call('ZREM', KEYS[2], ARGV[3])

@@ -10,7 +10,7 @@ import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { OrderEvent, OrderEventType } from './order/events';
 import type { OrderStatus } from './order/types';
-import { itemShardCount, shardQuantity } from './reservation/layout';
+import { itemShardCount, shardUnits } from './reservation/layout';
 import type { ReservationStore } from './reservation/store';
 import type { FlashRedis } from './reservation/client';
 import { OrderStatusKey } from './workflows/definitions';
@@ -141,55 +141,63 @@ export async function readSaleEvents(
  */
 export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderIds?: readonly string[]): Promise<AuditReport> {
   const checks: Check[] = [];
+  // I1 as PostgreSQL holds it (docs/design.md, "Unit slots"): each live order holds one unit of its item, 1..quantity,
+  // no unit held twice; so live orders <= quantity. Read from the orders themselves, not from their constraints.
   const items = (
-    await deps.pool.query<{ id: number; quantity: number; sold: number; live: number }>(
-      `SELECT i.id, i.quantity, i.sold, count(o.id) FILTER (WHERE o.status IN ('PENDING', 'PAID'))::int AS live
-       FROM items i LEFT JOIN orders o ON o.item_id = i.id WHERE i.sale_id = $1 GROUP BY i.id ORDER BY i.id`,
+    await deps.pool.query<{ id: number; quantity: number; live: number; units: number; outside: number }>(
+      `SELECT i.id, i.quantity, count(o.id)::int AS live, count(DISTINCT o.unit)::int AS units,
+              count(o.id) FILTER (WHERE o.unit IS NULL OR o.unit NOT BETWEEN 1 AND i.quantity)::int AS outside
+       FROM items i LEFT JOIN orders o ON o.item_id = i.id AND o.status IN ('PENDING', 'PAID')
+       WHERE i.sale_id = $1 GROUP BY i.id ORDER BY i.id`,
       [saleId],
     )
   ).rows;
   const orders = (
-    await deps.pool.query<{ id: string; userId: string; itemId: number; status: OrderStatus; paymentId: string | null; stockShard: number }>(
-      `SELECT id, user_id AS "userId", item_id AS "itemId", status, payment_id AS "paymentId", stock_shard AS "stockShard" FROM orders WHERE sale_id = $1`,
+    await deps.pool.query<{ id: string; userId: string; itemId: number; status: OrderStatus; paymentId: string | null; stockShard: number; unit: number | null }>(
+      `SELECT id, user_id AS "userId", item_id AS "itemId", status, payment_id AS "paymentId", stock_shard AS "stockShard", unit FROM orders WHERE sale_id = $1`,
       [saleId],
     )
   ).rows;
   const byStatus = (s: OrderStatus) => orders.filter((o) => o.status === s).length;
   const quantity = items.reduce((n, i) => n + i.quantity, 0);
-  const sold = items.reduce((n, i) => n + i.sold, 0);
+  const sold = items.reduce((n, i) => n + i.live, 0);
 
-  const oversold = items.filter((i) => i.sold !== i.live || i.sold > i.quantity);
+  const oversold = items.filter((i) => i.live > i.quantity || i.units !== i.live || i.outside > 0);
   checks.push({
-    name: 'no oversell: sold = pending + paid <= quantity, per item',
+    name: 'no oversell: each live order holds its own unit of its item (1..quantity), so pending + paid <= quantity, per item',
     invariant: 'I1',
     ok: oversold.length === 0,
     figures: { items: items.length, quantity, sold, pending: byStatus('PENDING'), paid: byStatus('PAID') },
-    examples: oversold.map((i) => `item ${i.id}: quantity ${i.quantity}, sold ${i.sold}, live orders ${i.live}`),
+    examples: oversold.map((i) => `item ${i.id}: quantity ${i.quantity}, live orders ${i.live}, distinct units ${i.units}, units missing or out of range ${i.outside}`),
   });
 
-  // Per stock shard (src/reservation/layout.ts): a unit comes from one shard and goes back to it.
+  // Per stock shard (src/reservation/layout.ts): a unit comes from one shard and goes back to it. Its free units
+  // (Redis) and the units its reservations hold (Redis) are its run of units, each once; so are its free units
+  // and the units of the live orders from it (PostgreSQL).
   const layout = await deps.store.layouts.get(saleId);
-  const stock = await deps.store.stockByShard(saleId, items.map((i) => i.id));
+  const freeUnits = await deps.store.unitsByShard(saleId, items.map((i) => i.id));
   const reservations = await deps.store.reservations(saleId);
-  const tally = (keys: string[]) => {
-    const n = new Map<string, number>();
-    for (const key of keys) n.set(key, (n.get(key) ?? 0) + 1);
-    return n;
+  const unitsOf = (list: { itemId: number; stockShard?: number; unit?: number | null }[], itemId: number, k: number) =>
+    list.filter((o) => o.itemId === itemId && (o.stockShard ?? 0) === k).map((o) => o.unit ?? 0);
+  const liveOrders = orders.filter((o) => o.status === 'PENDING' || o.status === 'PAID');
+  const partition = (run: number[], a: number[], b: number[]) => {
+    const all = [...a, ...b].sort((x, y) => x - y);
+    return all.length === run.length && all.every((unit, i) => unit === run[i]);
   };
-  const held = tally(reservations.map((r) => `${r.itemId}/${r.stockShard ?? 0}`));
-  const liveHere = tally(orders.filter((o) => o.status === 'PENDING' || o.status === 'PAID').map((o) => `${o.itemId}/${o.stockShard}`));
   const drift = items.flatMap((i) => {
     const shards = itemShardCount(layout, i.id);
     return Array.from({ length: shards }, (_, k) => {
-      const part = shardQuantity(i.quantity, shards, k);
-      const left = stock.get(i.id)?.[k];
-      const ok = left !== undefined && left >= 0 && left + (held.get(`${i.id}/${k}`) ?? 0) === part && left === part - (liveHere.get(`${i.id}/${k}`) ?? 0);
-      return ok ? [] : [`item ${i.id} shard ${k}: quantity ${part}, stock ${left}, held ${held.get(`${i.id}/${k}`) ?? 0}, live ${liveHere.get(`${i.id}/${k}`) ?? 0}`];
+      const run = shardUnits(i.quantity, shards, k);
+      const free = freeUnits.get(i.id)?.[k];
+      const held = unitsOf(reservations, i.id, k);
+      const live = unitsOf(liveOrders, i.id, k);
+      const ok = free !== undefined && partition(run, free, held) && partition(run, free, live);
+      return ok ? [] : [`item ${i.id} shard ${k}: quantity ${run.length}, stock ${free?.length}, held ${held.length}, live ${live.length}`];
     }).flat();
   });
-  const stockTotal = [...stock.values()].flat().reduce<number>((n, v) => n + (v ?? 0), 0);
+  const stockTotal = [...freeUnits.values()].flat().reduce<number>((n, units) => n + (units?.length ?? 0), 0);
   checks.push({
-    name: 'conservation per stock shard: Redis stock + held reservations = quantity; stock = quantity - live orders; stock >= 0',
+    name: 'conservation per stock shard: free units (Redis) and held reservations are its units, each once; so are free units and live orders',
     invariant: 'I1, I2',
     ok: drift.length === 0,
     figures: { quantity, shards: layout.tags.length, redisStock: stockTotal, reservations: reservations.length, sold },

@@ -10,7 +10,7 @@ import type { Pool } from 'pg';
 import { auditSale } from '../src/audit';
 import { loadConfig, type Config } from '../src/config';
 import { createPool } from '../src/db';
-import type { Order, OrderStatus } from '../src/order/types';
+import type { Order, OrderInput, OrderStatus } from '../src/order/types';
 import { createKafka } from '../src/kafka';
 import { Orders } from '../src/order/store';
 import { ReservationStore } from '../src/reservation/store';
@@ -116,6 +116,17 @@ export async function createTestSale(clients: Clients, options: TestSaleOptions 
   await loadSale(clients.pool, clients.store, sale.saleId, false);
   clients.sales.push(sale.saleId);
   return sale;
+}
+
+/**
+ * Reserves an order's unit in Redis (ReservationStore.reserve), as the purchase route does; throws unless reserved.
+ * @returns the order holding the unit Redis gave it, from the shard that gave it: as its start queue entry hands it
+ *   to its workflow (Orders.place stores no live order without its unit)
+ */
+export async function reserveUnit(clients: Pick<Clients, 'store'>, order: OrderInput): Promise<OrderInput> {
+  const outcome = await clients.store.reserve(order);
+  if (outcome.kind !== 'RESERVED' || outcome.unit === undefined) throw new Error(`order ${order.orderId} not reserved: ${JSON.stringify(outcome)}`);
+  return { ...order, unit: outcome.unit, stockShard: outcome.stockShard };
 }
 
 /** An order's row as PostgreSQL holds it (the tests' own read), or undefined when there is none. */

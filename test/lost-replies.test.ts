@@ -11,7 +11,7 @@ import { newOrderId } from '../src/order/id';
 import type { OrderInput } from '../src/order/types';
 import { createRedis } from '../src/reservation/client';
 import { repairClaims } from '../src/reservation/claims';
-import { shardKeys, shardQuantity } from '../src/reservation/layout';
+import { shardKeys, shardUnits } from '../src/reservation/layout';
 import { ReservationStore, type ReserveOutcome } from '../src/reservation/store';
 import type { Config } from '../src/config';
 import { bounded, connectClients, createTestSale, testConfig, type Clients } from './helpers';
@@ -109,8 +109,16 @@ describe.each(modes)('$name', (mode) => {
       await Promise.all(layout.tags.map(async (tag) => (await clients.redis.xrange(shardKeys(tag).startQueue, '-', '+')).map(([, fields]) => fields[fields.indexOf('orderId') + 1])))
     ).flat();
     expect(queued.sort()).toEqual([...heldIds].sort());
-    const stock = (await clients.store.stockByShard(sale.saleId, [item.itemId])).get(item.itemId) as number[];
-    expect(stock.reduce((a, b) => a + b, 0) + held.length).toBe(mode.units);
+    // Each RESERVED answer names the unit its reservation holds (a rerun answers the first run's unit), and the
+    // free units with the held ones are the item's units 1..units, each once.
+    const unitOf = new Map(held.map((r) => [r.orderId, r.unit]));
+    const answered = orders.flatMap((o, i) => {
+      const outcome = outcomes[i] as ReserveOutcome;
+      return outcome.kind === 'RESERVED' ? [[o.orderId, outcome.unit]] : [];
+    });
+    expect(answered).toEqual(answered.map(([orderId]) => [orderId, unitOf.get(orderId as string)]));
+    const free = ((await clients.store.unitsByShard(sale.saleId, [item.itemId])).get(item.itemId) as number[][]).flat();
+    expect([...free, ...held.map((r) => r.unit as number)].sort((a, b) => a - b)).toEqual(Array.from({ length: mode.units }, (_, i) => i + 1));
 
     // Presses that failed after their claim (an error, or the lease ran out) left claims: repair settles or undoes them.
     await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 0);
@@ -118,8 +126,9 @@ describe.each(modes)('$name', (mode) => {
       20,
       held.map((order) => () => lossy.store.release(order)),
     );
-    const after = (await clients.store.stockByShard(sale.saleId, [item.itemId])).get(item.itemId);
-    expect(after).toEqual(Array.from({ length: mode.shards }, (_, k) => shardQuantity(item.quantity, mode.shards, k)));
+    // Every unit back on its own shard, once.
+    const after = (await clients.store.unitsByShard(sale.saleId, [item.itemId])).get(item.itemId) as number[][];
+    expect(after.map((units) => [...units].sort((a, b) => a - b))).toEqual(Array.from({ length: mode.shards }, (_, k) => shardUnits(item.quantity, mode.shards, k)));
     expect(await clients.store.reservations(sale.saleId)).toEqual([]);
     expect([...(await clients.store.buyers(sale.saleId)).keys()]).toEqual([]);
     expect(await clients.store.claims(sale.saleId)).toEqual([]);

@@ -1,12 +1,15 @@
 /**
  * The order's life, in one place: every transition of an order's state (place, pay, expire, reject) is a
- * method here, one PostgreSQL statement each under its guards (I1: the CHECK `sold <= quantity`; I3: the
- * one-live-order index), with the unit going back to Redis stock where the transition frees it. Acceptance is
- * the reservation itself (lua/reserve.lua, src/reservation/store.ts); from then on the workflow's activities
- * and the payment route change an order only through this class.
+ * method here, one PostgreSQL statement each under its guards, none of which writes a row that another order
+ * writes too (docs/design.md, "Unit slots"): I1 is the unit each live order holds, unique among the item's live
+ * orders (orders_live_unit) and one of the item's units 1..quantity (orders_live_unit_of_item, with the quantity
+ * the order copies from its item, which orders_item_quantity ties to it); I3 the one-live-order index. The
+ * unit goes back to Redis stock where the transition frees it. Acceptance is the reservation itself
+ * (lua/reserve.lua, src/reservation/store.ts); from then on the workflow's activities and the payment route
+ * change an order only through this class.
  *
  * Every write is idempotent (I5): a retried activity finds its earlier effect and returns the same answer.
- * Business outcomes (item exhausted, buyer already holds a live order, payment refused) are answers, not
+ * Business outcomes (unit taken, buyer already holds a live order, payment refused) are answers, not
  * errors. PostgreSQL decides payment against deadline (docs/design.md): `windowOpen` is that rule.
  */
 import type { Pool } from 'pg';
@@ -54,9 +57,20 @@ function outcome(status: OrderStatus, paymentId: string | null | undefined, reas
   return { status, ...(paymentId && { paymentId }), ...(reason && { reason }) };
 }
 
-const isSoldOutInPostgres = (err: unknown) => (err as { constraint?: unknown }).constraint === 'items_sold_within_quantity';
+const constraintOf = (err: unknown) => (err as { constraint?: unknown }).constraint;
+/**
+ * Why PostgreSQL refused to store a live order: its unit is held by another live order, or is none of the item's
+ * (Redis handed out a unit it should not have: I1 holds whatever Redis says), or its buyer holds another live
+ * order in the sale (I3); undefined for any other error.
+ */
+function refusal(err: unknown): 'SOLD_OUT' | 'ALREADY_PURCHASED' | undefined {
+  const constraint = constraintOf(err);
+  if (constraint === 'orders_live_unit' || constraint === 'orders_live_unit_of_item') return 'SOLD_OUT';
+  if (constraint === 'orders_one_live_per_buyer') return 'ALREADY_PURCHASED';
+  return undefined;
+}
 /** The payment's id is recorded as taken for another order (the payments table's key): one payment pays one order. */
-const isPaymentUsed = (err: unknown) => (err as { constraint?: unknown }).constraint === 'payments_pkey';
+const isPaymentUsed = (err: unknown) => constraintOf(err) === 'payments_pkey';
 
 /** Orders in PostgreSQL (the source of truth) and their units in Redis. Methods throw pg or ioredis errors when a store is unreachable. */
 export class Orders {
@@ -66,52 +80,39 @@ export class Orders {
   ) {}
 
   /**
-   * Places an accepted order: stored PENDING and counted in its item's `sold`, in one statement under the
-   * CHECK (I1). REJECTED (SOLD_OUT) when the item is exhausted in PostgreSQL (Redis drifted), REJECTED
-   * (ALREADY_PURCHASED) when the buyer holds another live order in the sale (I3). A retry, or a row the payment
-   * route stored first (PAID), returns what is stored and changes nothing.
+   * Places an accepted order: stored PENDING with the unit it holds, in one insert under orders_live_unit and
+   * orders_live_unit_of_item (I1) and the one-live-order index (I3). REJECTED (SOLD_OUT) when another live order holds
+   * its unit or the unit is none of the item's (Redis drifted), REJECTED (ALREADY_PURCHASED) when the buyer holds
+   * another live order in the sale; a refused order is stored without a unit. A retry, or a row the payment route
+   * stored first (PAID), returns what is stored and changes nothing.
    * @throws pg constraint errors (23xxx, 22xxx) for an order PostgreSQL cannot store at all
    */
   async place(order: OrderInput): Promise<Outcome> {
     const values = [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order)), order.stockShard ?? 0];
-    const refused = (reason: 'SOLD_OUT' | 'ALREADY_PURCHASED') =>
-      this.pool.query(
+    try {
+      await this.pool.query(
+        `INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at, stock_shard, unit, item_quantity)
+         VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $7, $8, $9, (SELECT quantity FROM items WHERE id = $3)) ON CONFLICT (id) DO NOTHING`,
+        [...values, order.unit],
+      );
+    } catch (err) {
+      const reason = refusal(err);
+      if (!reason) throw err;
+      // The insert wrote nothing: the order is stored refused.
+      await this.pool.query(
         `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at, stock_shard)
          VALUES ($1, $2, $3, $4, 'REJECTED', $9, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
         [...values, reason],
       );
-    try {
-      // One statement, so no round trip to this client while the item's row is locked (from its UPDATE to the
-      // commit): every order of an item queues on that lock.
-      const stored = await this.pool.query<{ inserted: number }>(
-        `WITH inserted AS (
-           INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at, stock_shard)
-           VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING id
-         ), counted AS (
-           UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
-         )
-         SELECT count(*)::int AS inserted FROM inserted`,
-        values,
-      );
-      if (stored.rows[0].inserted === 1) return { status: 'PENDING' };
-    } catch (err) {
-      if (!isSoldOutInPostgres(err)) throw err;
-      // The statement wrote nothing: the order is stored refused.
-      await refused('SOLD_OUT');
-      return this.storedOutcome(order.orderId);
     }
-    const stored = await this.storedOutcome(order.orderId).catch(() => undefined);
-    if (stored) return stored;
-    // The insert lost to the one-live-order-per-buyer index, not to this order's own row.
-    await refused('ALREADY_PURCHASED');
     return this.storedOutcome(order.orderId);
   }
 
   /**
    * Takes a payment, decided by PostgreSQL in one statement: the order becomes PAID only while it is PENDING,
    * its deadline ahead (windowOpen) and the amount its price. An order that has no row yet (its workflow has
-   * not stored it) is stored PAID from its reservation in Redis, counted in `sold` under the same guards as
-   * place; its workflow then finds it PAID. The same payment again is answered PAID again, even after the
+   * not stored it) is stored PAID from its reservation in Redis, with its unit under the same guards as place;
+   * its workflow then finds it PAID. The same payment again is answered PAID again, even after the
    * deadline (the payment service retries a payment whose answer it lost).
    * @param order the order's terms when the caller has them (its workflow); else they come from its reservation
    * @param payment amount in minor units
@@ -171,9 +172,10 @@ export class Orders {
 
   /**
    * Settles an order once its deadline has passed by atMs, or once PostgreSQL holds it final: an unpaid one
-   * becomes EXPIRED and leaves `sold` in one statement, and its unit goes back to Redis stock (compensation,
-   * I4); a REJECTED one's unit goes back; a PAID one keeps its unit. Each step has one effect however often
-   * it runs (I5).
+   * becomes EXPIRED in one statement on its own row (its unit is free in PostgreSQL once it is no longer live),
+   * and its unit goes back to Redis stock (compensation, I4); a REJECTED one's unit goes back, unless PostgreSQL
+   * refused it because another live order holds that unit; a PAID one keeps its unit. Each step has one effect
+   * however often it runs (I5).
    * @param atMs the workflow's clock (ms since the epoch), at or after the deadline when its timer fired
    * @returns the final outcome with the price (minor units); PENDING, changing nothing, while the deadline is
    *   after atMs; undefined when there is no such row
@@ -182,9 +184,7 @@ export class Orders {
     const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; reason: string | null; priceMinor: number }>(
       `WITH expired AS (
          UPDATE orders SET status = 'EXPIRED', updated_at = now()
-         WHERE id = $1 AND status = 'PENDING' AND NOT ${windowOpen('deadline_at', '$2')} RETURNING item_id
-       ), uncounted AS (
-         UPDATE items SET sold = sold - 1 FROM expired WHERE items.id = expired.item_id
+         WHERE id = $1 AND status = 'PENDING' AND NOT ${windowOpen('deadline_at', '$2')} RETURNING id
        )
        SELECT CASE WHEN EXISTS (SELECT 1 FROM expired) THEN 'EXPIRED' ELSE o.status END AS status,
               o.payment_id AS "paymentId", o.reason, o.price_minor::float8 AS "priceMinor"
@@ -193,7 +193,8 @@ export class Orders {
     );
     const row = res.rows[0];
     if (!row) return undefined;
-    if (row.status === 'EXPIRED' || row.status === 'REJECTED') await this.reservations.release(order);
+    // A SOLD_OUT refusal names a unit another live order holds (place): that unit stays out of Redis stock.
+    if (row.status === 'EXPIRED' || row.status === 'REJECTED') await this.reservations.release(order, row.status === 'REJECTED' && row.reason === 'SOLD_OUT');
     return { ...outcome(row.status, row.paymentId, row.reason), priceMinor: row.priceMinor };
   }
 
@@ -233,30 +234,28 @@ export class Orders {
 
   /**
    * Stores an order that has no row yet as PAID, in one statement: place and pay together, so the order is
-   * never seen PENDING in between; under windowOpen, the CHECK (I1) and the one-live-order index (I3).
+   * never seen PENDING in between; under windowOpen and place's guards (I1, I3).
    * @returns 'stored'; 'closed' when its deadline has passed, 'used' when its paymentId paid another order
    *   (nothing written); 'not-stored' when it wrote nothing otherwise (a row exists, the buyer holds another
-   *   live order, or the item is exhausted in PostgreSQL)
+   *   live order, or its unit is taken or none of the item's)
    */
   private async storePaid(order: OrderInput, payment: Payment): Promise<'stored' | 'closed' | 'used' | 'not-stored'> {
     try {
       const stored = await this.pool.query<{ inserted: number; open: boolean }>(
         `WITH inserted AS (
-           INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at, stock_shard)
-           SELECT $1, $2, $3, $4, 'PAID', $5, $6, $7, $8, $9 WHERE ${windowOpen('$8::timestamptz', 'now()')}
-           ON CONFLICT DO NOTHING RETURNING id
-         ), counted AS (
-           UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
+           INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at, stock_shard, unit, item_quantity)
+           SELECT $1, $2, $3, $4, 'PAID', $5, $6, $7, $8, $9, $10, (SELECT quantity FROM items WHERE id = $3) WHERE ${windowOpen('$8::timestamptz', 'now()')}
+           ON CONFLICT (id) DO NOTHING RETURNING id
          ), taken AS (
            INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $6, id, $5 FROM inserted
          )
          SELECT count(*)::int AS inserted, ${windowOpen('$8::timestamptz', 'now()')} AS open FROM inserted`,
-        [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, payment.paymentId, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order)), order.stockShard ?? 0],
+        [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, payment.paymentId, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order)), order.stockShard ?? 0, order.unit],
       );
       if (stored.rows[0].inserted === 1) return 'stored';
       return stored.rows[0].open ? 'not-stored' : 'closed';
     } catch (err) {
-      if (isSoldOutInPostgres(err)) return 'not-stored';
+      if (refusal(err)) return 'not-stored';
       if (isPaymentUsed(err)) return 'used';
       throw err;
     }
@@ -268,7 +267,7 @@ export async function liveOrders(pool: Pool, saleId: number): Promise<OrderInput
   const res = await pool.query<OrderInput>(
     `SELECT id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", price_minor::float8 AS "priceMinor",
             (extract(epoch FROM reserved_at) * 1000)::float8 AS "reservedAtMs",
-            (extract(epoch FROM deadline_at - reserved_at) * 1000)::float8 AS "paymentWindowMs", stock_shard AS "stockShard"
+            (extract(epoch FROM deadline_at - reserved_at) * 1000)::float8 AS "paymentWindowMs", stock_shard AS "stockShard", unit
      FROM orders WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`,
     [saleId],
   );

@@ -30,6 +30,12 @@ export interface OrderInput {
   /** When Redis reserved the unit, ms since the epoch (UTC). */
   reservedAtMs: number;
   /**
+   * The number of the unit the order holds, 1..quantity, as Redis handed it out (lua/reserve.lua): PostgreSQL
+   * stores it with the order, and holds one live order per unit (I1, orders_live_unit). Absent until Redis
+   * reserved it, and in orders of sales from before unit slots.
+   */
+  unit?: number;
+  /**
    * The stock shard the unit was taken from and goes back to (src/reservation/layout.ts); absent in orders of
    * one-shard sales and in workflows started before shards, which means shard 0.
    */

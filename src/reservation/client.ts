@@ -21,13 +21,13 @@ const LUA_DIR = join(__dirname, '..', '..', 'lua');
 export const COMMAND_TIMEOUT_MS = 2000;
 
 /** Raw replies of the scripts, decoded with names in src/reservation/store.ts. */
-export type ReserveReply = [1, number, string] | [2, string] | [3, number] | [4];
-export type TakeReply = [1, number, string] | [3, number] | [4] | [5];
+export type ReserveReply = [1, number, string, number?] | [2, string] | [3, number] | [4];
+export type TakeReply = [1, number, string, number?] | [3, number] | [4] | [5];
 export type ClaimReply = [1, number, string] | [2, string] | [4];
 
 interface Scripts {
-  reserve(stock: string, buyers: string, reservations: string, startQueue: string, returns: string, released: string, ...argv: string[]): Promise<ReserveReply>;
-  take(stock: string, reservations: string, startQueue: string, returns: string, released: string, ...argv: string[]): Promise<TakeReply>;
+  reserve(stock: string, buyers: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string, ...argv: string[]): Promise<ReserveReply>;
+  take(stock: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string, ...argv: string[]): Promise<TakeReply>;
   claim(buyers: string, claims: string, loaded: string, ...argv: string[]): Promise<ClaimReply>;
   unclaim(buyers: string, claims: string, loaded: string, ...argv: string[]): Promise<null>;
   release(stock: string, buyers: string, reservations: string, returns: string, released: string, loaded: string, ...argv: string[]): Promise<null>;
@@ -38,8 +38,8 @@ interface Scripts {
 export type FlashRedis = (Redis | Cluster) & Scripts;
 
 const SCRIPTS: [name: keyof Scripts, file: string, keys: number][] = [
-  ['reserve', 'reserve.lua', 6],
-  ['take', 'take.lua', 5],
+  ['reserve', 'reserve.lua', 7],
+  ['take', 'take.lua', 6],
   ['claim', 'claim.lua', 3],
   ['unclaim', 'unclaim.lua', 3],
   ['release', 'release.lua', 6],

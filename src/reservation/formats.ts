@@ -2,14 +2,27 @@
  * The Redis wire formats of an accepted order, written and read here only: the reservation value (the terms the
  * buyer was given at the 202, so the order is readable and payable before its workflow stores it), the start
  * queue entry (the order whose workflow is to be started), and the claim member (a buyer claimed on their home
- * shard while their unit is sought on another). The Lua scripts store these as they are given; release.lua alone
- * reads the first two fields of a reservation value, and says so.
+ * shard while their unit is sought on another). The reserving scripts (reserve.lua, take.lua) complete a reservation
+ * value with the unit they took and store it as the entry's terms too; release.lua alone reads a value (its item,
+ * buyer and unit), and says so.
  */
 import type { OrderInput } from '../order/types';
 
-/** A reservation value: `itemId|userId|reservedAtMs|priceMinor|paymentWindowMs` (a buyer id holds no `|`: src/ids.ts). */
-export function reservationValue(o: OrderInput): string {
+/**
+ * The terms of a reservation, as the reserving scripts are given them: `itemId|userId|reservedAtMs|priceMinor|
+ * paymentWindowMs` (a buyer id holds no `|`: src/ids.ts). The script appends `|unit`: a reservation value.
+ */
+export function reservationTerms(o: OrderInput): string {
   return `${o.itemId}|${o.userId}|${o.reservedAtMs}|${o.priceMinor}|${o.paymentWindowMs}`;
+}
+
+/**
+ * @returns a reservation value as a rebuild writes it: the terms and `|unit`
+ * @throws Error when the order holds no unit (an order of a sale from before unit slots)
+ */
+export function reservationValue(o: OrderInput): string {
+  if (o.unit === undefined) throw new Error(`order ${o.orderId} holds no numbered unit`);
+  return `${reservationTerms(o)}|${o.unit}`;
 }
 
 /**
@@ -17,7 +30,7 @@ export function reservationValue(o: OrderInput): string {
  * @returns the order a reservation value holds
  */
 export function parseReservation(saleId: number, stockShard: number, orderId: string, value: string): OrderInput {
-  const [itemId, userId, reservedAtMs, priceMinor, paymentWindowMs] = value.split('|');
+  const [itemId, userId, reservedAtMs, priceMinor, paymentWindowMs, unit] = value.split('|');
   return {
     orderId,
     saleId,
@@ -26,17 +39,19 @@ export function parseReservation(saleId: number, stockShard: number, orderId: st
     reservedAtMs: Number(reservedAtMs),
     priceMinor: Number(priceMinor),
     paymentWindowMs: Number(paymentWindowMs),
+    unit: Number(unit),
     stockShard,
   };
 }
 
 /**
- * @returns a start queue entry's field/value list (XADD's arguments after the id): the order id and its terms
- *   as a reservation value. Two fields, not one per term: every field is one more argument of every script that
+ * @returns a start queue entry's field/value list (XADD's arguments after the id) without its last value: the
+ *   order id, and the field of its terms, whose value the reserving script writes (the reservation value, with
+ *   the unit it took). Two fields, not one per term: every field is one more argument of every script that
  *   reserves, which the shards bench measured at about a third of a reservation's cost with six.
  */
-export function entryFields(o: OrderInput): string[] {
-  return ['orderId', o.orderId, 'terms', reservationValue(o)];
+export function entryFields(o: Pick<OrderInput, 'orderId'>): string[] {
+  return ['orderId', o.orderId, 'terms'];
 }
 
 /** Thrown for an entry without the fields entryFields writes; it stays pending (nothing can start it). */
@@ -54,11 +69,11 @@ export function parseEntryFields(saleId: number, entryId: string, fields: string
   const orderId = value.get('orderId');
   const terms = value.get('terms');
   if (!orderId || !terms) throw new InvalidEntry(`start queue entry ${entryId} of sale ${saleId} is not an order (missing ${orderId ? 'terms' : 'orderId'})`);
-  const { itemId, userId, reservedAtMs, priceMinor, paymentWindowMs } = parseReservation(saleId, 0, orderId, terms);
-  if (!userId || [itemId, reservedAtMs, priceMinor, paymentWindowMs].some((n) => !Number.isSafeInteger(n))) {
+  const { itemId, userId, reservedAtMs, priceMinor, paymentWindowMs, unit } = parseReservation(saleId, 0, orderId, terms);
+  if (!userId || [itemId, reservedAtMs, priceMinor, paymentWindowMs, unit].some((n) => !Number.isSafeInteger(n))) {
     throw new InvalidEntry(`start queue entry ${entryId} of sale ${saleId} is not an order (bad terms)`);
   }
-  return { orderId, saleId, itemId, userId, reservedAtMs, priceMinor, paymentWindowMs };
+  return { orderId, saleId, itemId, userId, reservedAtMs, priceMinor, paymentWindowMs, unit };
 }
 
 /** A claim member: `orderId|itemId|userId`. */

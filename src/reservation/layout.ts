@@ -7,7 +7,8 @@
  * - An item with s ≤ S stock shards keeps its stock on shards 0..s−1, quantity split as evenly as it goes.
  * - A buyer's home shard, crc32(userId) mod S, holds the buyer's live order for the whole sale (I3): every
  *   check of one-per-buyer for that buyer runs there, whatever item or stock shard the unit comes from.
- * - An order's unit is taken from, and goes back to, one stock shard (orders.stock_shard; I2 per shard).
+ * - An order's unit is taken from, and goes back to, one stock shard (orders.stock_shard; I2 per shard). Units are
+ *   numbered 1..quantity, each shard holding its own run of them (shardUnits; orders.unit, I1).
  *
  * The layout is fixed when the sale is made (sale_events.shard_tags, items.stock_shards), so it is cached for
  * good once read.
@@ -54,6 +55,11 @@ export function shardKeys(tag: string) {
     released: `${tag}:released`,
     /** A rebuild of this shard under way (src/reservation/loading.ts): its token, until it ends or the lock expires. */
     rebuilding: `${tag}:rebuilding`,
+    /**
+     * The item's free units on this shard: a list of unit numbers (shardUnits), handed out from its head by the
+     * reserving scripts and given back at its tail by release.lua. Absent when none is left: the loaded mark, not
+     * this key, says whether the shard holds its data.
+     */
     stock: (itemId: number) => `${tag}:stock:${itemId}`,
     /**
      * Units of the item returned to this shard's stock, counted by every release (and moved on by a rebuild): a
@@ -91,6 +97,17 @@ export function itemShardCount(layout: SaleLayout, itemId: number): number {
  */
 export function shardQuantity(quantity: number, shards: number, k: number): number {
   return Math.floor(quantity / shards) + (k < quantity % shards ? 1 : 0);
+}
+
+/**
+ * The unit numbers shard k of s holds at load: a run of shardQuantity(quantity, s, k) consecutive numbers, after
+ * those of shards 0..k−1, so that the item's units are 1..quantity, each on one shard (orders.unit, I1). The
+ * migration that numbered orders from before units (migrations/1764800000000_unit-slots.mjs) counts the same.
+ * @returns the shard's units, ascending
+ */
+export function shardUnits(quantity: number, shards: number, k: number): number[] {
+  const first = k * Math.floor(quantity / shards) + Math.min(k, quantity % shards) + 1;
+  return Array.from({ length: shardQuantity(quantity, shards, k) }, (_, i) => first + i);
 }
 
 /**

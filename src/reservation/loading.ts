@@ -1,7 +1,8 @@
 /**
  * A sale's stock into Redis, and Redis' view of a sale rebuilt from PostgreSQL after a stock shard lost its data.
- * A Redis node loses a shard's keys all at once (no replica took over, or the data went with it), so a shard whose
- * stock keys are all missing has lost its data, and one that holds any has not. A rebuild restores the lost shards
+ * A Redis node loses a shard's keys all at once (no replica took over, or the data went with it), so a shard
+ * without its loaded mark has lost its data (or was never loaded), and one that holds it has not. A shard's stock
+ * is its free units, numbered (layout.ts shardUnits): its run of units less those live orders hold. A rebuild restores the lost shards
  * only, and never rewrites a shard that holds its data: those hold reservations and buyers' entries of orders that
  * PostgreSQL does not know yet (the starters' backlog), which only they know.
  */
@@ -9,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { OrderInput } from '../order/types';
 import { idempotent, type FlashRedis } from './client';
 import { claimMember, parseClaimMember, reservationValue } from './formats';
-import { homeShard, itemShardCount, shardKeys, shardQuantity, type SaleLayout } from './layout';
+import { homeShard, itemShardCount, shardKeys, shardUnits, type SaleLayout } from './layout';
 import type { ReservationStore } from './store';
 
 /** Thrown when a shard's rebuild is already under way, or done since its loss was found. */
@@ -19,6 +20,32 @@ export class RebuildUnderWay extends Error {}
 const REBUILD_LOCK_MS = 120_000;
 /** Deletes the lock only while it holds the caller's token. */
 const UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+/**
+ * Puts one shard's staged unit lists in place unless it is loaded: KEYS[1] its loaded mark, then pairs (staged list,
+ * stock list) per item it carries. Staged lists are filled beforehand (stage), so no script or transaction of a
+ * load pushes the whole quantity while every other command of the node waits; this one only renames. Of two loads
+ * at once, the first to get here loads the shard and the other drops its staged lists (a unit listed twice would
+ * be handed out twice). A pair without a staged list is an item with no free unit there. A renamed list keeps its
+ * staging expiry, which PERSIST lifts.
+ */
+const PUT_IN_PLACE = `if redis.call('EXISTS', KEYS[1]) == 1 then
+  for i = 2, #KEYS, 2 do redis.call('DEL', KEYS[i]) end
+  return 0
+end
+for i = 2, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('RENAME', KEYS[i], KEYS[i + 1])
+    redis.call('PERSIST', KEYS[i + 1])
+  else
+    redis.call('DEL', KEYS[i + 1])
+  end
+end
+redis.call('SET', KEYS[1], '1')
+return 1`;
+/** Units pushed per RPUSH while staging a shard's lists. */
+const PUSH_BATCH = 10_000;
+/** How long a staged list outlives a load that crashed before putting it in place (ms). */
+const STAGED_TTL_MS = 600_000;
 
 /** An item's quantity, to split over its shards. */
 export interface ItemQuantity {
@@ -34,31 +61,48 @@ export class StockLoader {
     this.redis = store.redis;
   }
 
-  /** @returns per shard of the sale, whether it holds its data: any stock key of the items it carries exists */
-  async holding(saleId: number, items: readonly ItemQuantity[]): Promise<boolean[]> {
-    const byShard = await this.store.stockByShard(
-      saleId,
-      items.map((i) => i.itemId),
-    );
+  /** @returns per shard of the sale, whether it holds its data: its loaded mark exists */
+  async holding(saleId: number): Promise<boolean[]> {
     const layout = await this.store.layouts.get(saleId);
-    return layout.tags.map((_, k) => [...byShard.values()].some((parts) => parts[k] !== undefined));
+    return Promise.all(layout.tags.map(async (tag) => (await idempotent(() => this.redis.exists(shardKeys(tag).loaded))) === 1));
   }
 
   /**
-   * Sets the stock keys that are missing, shard by shard, and marks each shard loaded: an item's stock on shard k
-   * is its part of the quantity (shardQuantity) minus the live orders whose unit that shard gave. Idempotent: a
-   * second load changes nothing. A shard that lost its data needs a rebuild instead (src/sale/sales.ts refuses).
+   * Loads every shard not loaded yet: an item's stock on shard k is its run of units (shardUnits) less those the
+   * live orders from that shard hold, staged in lists of their own and then put in place with the shard's loaded
+   * mark, in one script. Idempotent: a second load changes nothing. A shard that lost its data needs a rebuild
+   * instead (src/sale/sales.ts refuses).
    * @param liveOrders the sale's PENDING and PAID orders (PostgreSQL)
    */
   async load(saleId: number, items: readonly ItemQuantity[], liveOrders: readonly OrderInput[]): Promise<void> {
     const layout = await this.store.layouts.get(saleId);
+    const holding = await this.holding(saleId);
     for (const k of layout.tags.keys()) {
+      if (holding[k]) continue;
       const keys = shardKeys(layout.tags[k]);
-      const tx = this.redis.multi();
-      for (const item of carried(layout, items, k)) tx.set(keys.stock(item.itemId), left(layout, item, k, liveOrders), 'NX');
-      tx.set(keys.loaded, '1');
-      await exec(tx);
+      const staged = await this.stage(layout, k, carried(layout, items, k), liveOrders);
+      await idempotent(() => this.redis.eval(PUT_IN_PLACE, 1 + 2 * staged.length, keys.loaded, ...staged.flat()));
     }
+  }
+
+  /**
+   * Pushes the free units of each item shard k carries into a list of this load's own (a fresh token), in batches.
+   * Not rerun on a lost reply (a push twice would list units twice): a failure fails the load, whose staged lists
+   * expire.
+   * @returns per item, [staged list, stock list]
+   */
+  private async stage(layout: SaleLayout, k: number, here: readonly ItemQuantity[], liveOrders: readonly OrderInput[]): Promise<[string, string][]> {
+    const keys = shardKeys(layout.tags[k]);
+    const token = randomUUID();
+    const pairs: [string, string][] = [];
+    for (const item of here) {
+      const stock = keys.stock(item.itemId);
+      const staged = `${stock}:staged:${token}`;
+      const units = free(layout, item, k, liveOrders);
+      for (let i = 0; i < units.length; i += PUSH_BATCH) await exec(this.redis.multi().rpush(staged, ...units.slice(i, i + PUSH_BATCH)).pexpire(staged, STAGED_TTL_MS));
+      pairs.push([staged, stock]);
+    }
+    return pairs;
   }
 
   /**
@@ -85,7 +129,7 @@ export class StockLoader {
         const keys = shardKeys(layout.tags[k]);
         if ((await this.redis.set(keys.rebuilding, token, 'PX', REBUILD_LOCK_MS, 'NX')) !== 'OK') throw new RebuildUnderWay(`shard ${k}: another rebuild is under way`);
         locked.push(k);
-        if ((await this.holding(saleId, items))[k]) throw new RebuildUnderWay(`shard ${k}: rebuilt meanwhile`);
+        if ((await this.holding(saleId))[k]) throw new RebuildUnderWay(`shard ${k}: rebuilt meanwhile`);
       }
       await this.rewrite(saleId, layout, items, liveOrders, lost);
     } finally {
@@ -104,15 +148,14 @@ export class StockLoader {
       const here = carried(layout, items, k);
       const homed = holders.filter((o) => homeShard(layout, o.userId) === k);
       const held = liveOrders.filter((o) => (o.stockShard ?? 0) === k);
+      const staged = await this.stage(layout, k, here, liveOrders);
       const tx = this.redis.multi();
       tx.del(keys.buyers, keys.reservations, keys.claims, ...here.map((item) => keys.stock(item.itemId)));
       if (homed.length) tx.hset(keys.buyers, Object.fromEntries(homed.map((o) => [o.userId, o.orderId])));
       if (held.length) tx.hset(keys.reservations, Object.fromEntries(held.map((o) => [o.orderId, reservationValue(o)])));
-      for (const item of here) {
-        tx.set(keys.stock(item.itemId), left(layout, item, k, liveOrders));
-        tx.set(keys.returns(item.itemId), Date.now());
-      }
-      tx.set(keys.loaded, '1');
+      for (const item of here) tx.set(keys.returns(item.itemId), Date.now());
+      // The lock keeps other rebuilds out, and the shard has no loaded mark: the staged lists go in place as they are.
+      tx.eval(PUT_IN_PLACE, 1 + 2 * staged.length, keys.loaded, ...staged.flat());
       await exec(tx);
     }
     await this.clearStranded(saleId, layout, lost, new Set(holders.map((o) => o.orderId)));
@@ -143,10 +186,10 @@ function carried(layout: SaleLayout, items: readonly ItemQuantity[], k: number):
   return items.filter((item) => itemShardCount(layout, item.itemId) > k);
 }
 
-/** @returns an item's stock on shard k: its part less the live orders whose unit that shard gave */
-function left(layout: SaleLayout, item: ItemQuantity, k: number, liveOrders: readonly OrderInput[]): number {
-  const taken = liveOrders.filter((o) => o.itemId === item.itemId && (o.stockShard ?? 0) === k).length;
-  return shardQuantity(item.quantity, itemShardCount(layout, item.itemId), k) - taken;
+/** @returns an item's free units on shard k: its run of units less those the live orders from that shard hold */
+function free(layout: SaleLayout, item: ItemQuantity, k: number, liveOrders: readonly OrderInput[]): number[] {
+  const held = new Set(liveOrders.filter((o) => o.itemId === item.itemId && (o.stockShard ?? 0) === k).map((o) => o.unit));
+  return shardUnits(item.quantity, itemShardCount(layout, item.itemId), k).filter((unit) => !held.has(unit));
 }
 
 async function exec(tx: ReturnType<FlashRedis['multi']>): Promise<void> {

@@ -17,13 +17,14 @@ import calculateSlot from 'cluster-key-slot';
 import type { OrderInput } from '../order/types';
 import { claimLeaseMs, DEFAULT_CLAIM_IDLE_MS } from './claims';
 import { idempotent, type FlashRedis } from './client';
-import { claimMember, entryFields, parseReservation, reservationValue } from './formats';
+import { claimMember, entryFields, parseReservation, reservationTerms } from './formats';
 import { homeShard, itemShardCount, placeTags, shardKeys, tagOf, type SaleLayout } from './layout';
 import type { ReplicationBarrier } from './replication';
 
 /** Outcome of a reservation attempt; errors as values for the API's single outcome→HTTP map. */
 export type ReserveOutcome =
-  | { kind: 'RESERVED'; stockLeft: number; stockShard: number }
+  /** unit: the unit the order holds (absent when a rerun found the order already ended: its unit went back). */
+  | { kind: 'RESERVED'; stockLeft: number; stockShard: number; unit?: number }
   | { kind: 'ALREADY_PURCHASED'; orderId: string }
   | { kind: 'SOLD_OUT' }
   | { kind: 'NOT_LOADED' }
@@ -48,7 +49,7 @@ export interface LayoutSource {
 const MAX_PASSES = 3;
 
 /** What one look at a stock shard found. */
-type Look = { reserved: { stockLeft: number; node: string } } | { empty: number } | { notLoaded: true } | { leaseOver: true };
+type Look = { reserved: { stockLeft: number; node: string; unit?: number } } | { empty: number } | { notLoaded: true } | { leaseOver: true };
 
 /** @returns the shards an item's stock lives on, starting from `first` and going round: the order a buyer tries them in */
 function shardsFrom(first: number, count: number): number[] {
@@ -92,11 +93,23 @@ export class ReservationStore {
     if (home < shards) {
       const keys = shardKeys(tagOf(layout, home));
       const reply = await idempotent(() =>
-        this.redis.reserve(keys.stock(order.itemId), keys.buyers, keys.reservations, keys.startQueue, keys.returns(order.itemId), keys.released, order.userId, order.orderId, reservationValue(order), ...entryFields(order)),
+        this.redis.reserve(
+          keys.stock(order.itemId),
+          keys.buyers,
+          keys.reservations,
+          keys.startQueue,
+          keys.returns(order.itemId),
+          keys.released,
+          keys.loaded,
+          order.userId,
+          order.orderId,
+          reservationTerms(order),
+          ...entryFields(order),
+        ),
       );
       switch (reply[0]) {
         case 1:
-          return this.replicated(order, { kind: 'RESERVED', stockLeft: reply[1], stockShard: home }, [reply[2]]);
+          return this.replicated(order, { kind: 'RESERVED', stockLeft: reply[1], stockShard: home, ...(reply[3] !== undefined && { unit: reply[3] }) }, [reply[2]]);
         case 2:
           return { kind: 'ALREADY_PURCHASED', orderId: reply[1] };
         default:
@@ -129,7 +142,8 @@ export class ReservationStore {
         if ('reserved' in look) {
           // Settling the claim is housekeeping: failed, claim repair settles it; the buyer holds the unit either way.
           await idempotent(() => this.redis.zrem(homeKeys.claims, member)).catch(() => undefined);
-          return this.replicated(order, { kind: 'RESERVED', stockLeft: look.reserved.stockLeft, stockShard: k }, [look.reserved.node, homeNode]);
+          const { stockLeft, unit } = look.reserved;
+          return this.replicated(order, { kind: 'RESERVED', stockLeft, stockShard: k, ...(unit !== undefined && { unit }) }, [look.reserved.node, homeNode]);
         }
         // A take stalled past the claim's lease: no take of this press can land any more (each refuses a claim
         // past its lease, and every earlier one answered), so the claim is undone now rather than by repair.
@@ -162,16 +176,17 @@ export class ReservationStore {
         keys.startQueue,
         keys.returns(order.itemId),
         keys.released,
+        keys.loaded,
         order.orderId,
         String(claimedAtMs),
         String(this.claimLeaseMs),
-        reservationValue(order),
+        reservationTerms(order),
         ...entryFields(order),
       ),
     );
     switch (reply[0]) {
       case 1:
-        return { reserved: { stockLeft: reply[1], node: reply[2] } };
+        return { reserved: { stockLeft: reply[1], node: reply[2], unit: reply[3] } };
       case 3:
         return { empty: reply[1] };
       case 4:
@@ -186,9 +201,11 @@ export class ReservationStore {
     const now = await Promise.all(
       [...emptyAt].map(async ([k, returns]) => {
         const keys = shardKeys(tagOf(layout, k));
-        const [stock, seen] = await idempotent(() => this.redis.mget(keys.stock(itemId), keys.returns(itemId)));
-        // A shard that lost its stock since it was looked at is not known to be empty: its rebuild may free units.
-        return stock !== null && Number(stock) <= 0 && Number(seen ?? 0) === returns;
+        const [[, loaded], [, stock], [, seen]] = (await idempotent(() =>
+          this.redis.multi().exists(keys.loaded).llen(keys.stock(itemId)).get(keys.returns(itemId)).exec(),
+        )) as [[null, number], [null, number], [null, string | null]];
+        // A shard that lost its data since it was looked at is not known to be empty: its rebuild may free units.
+        return loaded === 1 && stock === 0 && Number(seen ?? 0) === returns;
       }),
     );
     return now.every(Boolean);
@@ -206,15 +223,17 @@ export class ReservationStore {
    * Returns the order's unit to its stock shard if that order still holds it, and clears the buyer's entry on
    * their home shard while it names this order (I5: twice, or stale, frees nothing). Both steps are idempotent,
    * so a retry after a crash between them completes the release.
+   * @param unitHeld true when another live order holds the order's unit (PostgreSQL refused the order for it,
+   *   I1): the reservation goes and the unit stays out of stock, so that Redis does not hand it out again
    * @throws an ioredis ReplyError ITEM_MISMATCH when the order's reservation is for another item, SHARD_NOT_LOADED
    *   while one of the two shards lost its data and is not rebuilt yet (try again later)
    */
-  async release(order: ReleaseTarget): Promise<void> {
+  async release(order: ReleaseTarget, unitHeld = false): Promise<void> {
     const layout = await this.layouts.get(order.saleId);
     const shard = order.stockShard ?? 0;
     const keys = shardKeys(tagOf(layout, shard));
     await idempotent(() =>
-      this.redis.release(keys.stock(order.itemId), keys.buyers, keys.reservations, keys.returns(order.itemId), keys.released, keys.loaded, order.orderId, String(order.itemId)),
+      this.redis.release(keys.stock(order.itemId), keys.buyers, keys.reservations, keys.returns(order.itemId), keys.released, keys.loaded, order.orderId, String(order.itemId), unitHeld ? '0' : '1'),
     );
     const home = homeShard(layout, order.userId);
     if (home !== shard) {
@@ -223,17 +242,34 @@ export class ReservationStore {
     }
   }
 
-  /** @returns per item id, the stock of each of its shards (undefined where a shard's stock is not loaded) */
+  /** @returns per item id, the stock (free units) of each of its shards (undefined where a shard is not loaded) */
   async stockByShard(saleId: number, itemIds: readonly number[]): Promise<Map<number, (number | undefined)[]>> {
+    const free = await this.freeUnits(saleId, itemIds, (tx, key) => tx.llen(key));
+    return new Map([...free].map(([id, parts]) => [id, parts.map((n) => (n === undefined ? undefined : Number(n)))]));
+  }
+
+  /** @returns per item id, the free unit numbers of each of its shards in the order they are handed out (undefined where a shard is not loaded) */
+  async unitsByShard(saleId: number, itemIds: readonly number[]): Promise<Map<number, (number[] | undefined)[]>> {
+    const free = await this.freeUnits(saleId, itemIds, (tx, key) => tx.lrange(key, 0, -1));
+    return new Map([...free].map(([id, parts]) => [id, parts.map((units) => (units === undefined ? undefined : (units as string[]).map(Number)))]));
+  }
+
+  /** Reads each loaded shard's free-unit list of each item with `read`, in one MULTI per shard with its loaded mark. */
+  private async freeUnits(saleId: number, itemIds: readonly number[], read: (tx: ReturnType<FlashRedis['multi']>, key: string) => unknown): Promise<Map<number, unknown[]>> {
     const layout = await this.layouts.get(saleId);
-    const out = new Map(itemIds.map((id) => [id, [] as (number | undefined)[]]));
+    const out = new Map(itemIds.map((id) => [id, [] as unknown[]]));
     await Promise.all(
       layout.tags.map(async (tag, k) => {
         const here = itemIds.filter((id) => itemShardCount(layout, id) > k);
         if (!here.length) return;
         const keys = shardKeys(tag);
-        const values = await idempotent(() => this.redis.mget(here.map((id) => keys.stock(id))));
-        here.forEach((id, i) => ((out.get(id) as (number | undefined)[])[k] = values[i] == null ? undefined : Number(values[i])));
+        const replies = await idempotent(() => {
+          const tx = this.redis.multi().exists(keys.loaded);
+          for (const id of here) read(tx, keys.stock(id));
+          return tx.exec();
+        });
+        const [[, loaded], ...values] = replies as [Error | null, unknown][];
+        here.forEach((id, i) => ((out.get(id) as unknown[])[k] = loaded === 1 ? values[i][1] : undefined));
       }),
     );
     return out;

@@ -53,6 +53,7 @@ export interface SaleItem {
   productId: string;
   name: string;
   quantity: number;
+  /** Live (PENDING and PAID) orders of the item: the units they hold (I1), counted from orders_live_unit. */
   sold: number;
   priceMinor: number;
   currency: string;
@@ -111,9 +112,10 @@ export async function findSale(pool: Pool, saleId: number): Promise<Sale | undef
   );
   if (sale.rowCount !== 1) return undefined;
   const items = await pool.query<SaleItem>(
-    `SELECT id AS "itemId", product_id AS "productId", name, quantity, sold, price_minor::float8 AS "priceMinor", currency,
-            stock_shards AS "stockShards"
-     FROM items WHERE sale_id = $1 ORDER BY id`,
+    `SELECT i.id AS "itemId", i.product_id AS "productId", i.name, i.quantity,
+            (SELECT count(*)::int FROM orders o WHERE o.item_id = i.id AND o.status IN ('PENDING', 'PAID')) AS sold,
+            i.price_minor::float8 AS "priceMinor", i.currency, i.stock_shards AS "stockShards"
+     FROM items i WHERE i.sale_id = $1 ORDER BY i.id`,
     [saleId],
   );
   return { ...sale.rows[0], items: items.rows };
@@ -135,9 +137,8 @@ export class RebuildRefused extends Error {}
 export class RebuildNeeded extends Error {}
 
 /**
- * Loads the sale's stock into Redis: quantity − sold per item (sold = pending + paid, I2), per stock shard, where
- * a stock key is missing (idempotent). With rebuild, restores the shards that lost the sale's data (all their
- * stock keys gone) from PostgreSQL and the other shards' reservations, and leaves the shards that kept theirs as
+ * Loads the sale's stock into Redis: per stock shard not loaded yet, each item's units that no live order holds
+ * (I2; idempotent). With rebuild, restores the shards that lost the sale's data (their loaded mark gone) from PostgreSQL and the other shards' reservations, and leaves the shards that kept theirs as
  * they are (src/reservation/loading.ts). While any shard kept its data, a rebuild needs force: orders that were
  * only on a lost shard and not yet stored by their workflow are gone, and the operator says they know
  * (docs/operations.md, A shard lost its data).
@@ -153,7 +154,7 @@ export async function loadSale(pool: Pool, store: ReservationStore, saleId: numb
   if (!sale) return undefined;
   const loader = new StockLoader(store);
   const items = sale.items.map((item) => ({ itemId: item.itemId, quantity: item.quantity }));
-  const holding = await loader.holding(saleId, items);
+  const holding = await loader.holding(saleId);
   if (!rebuild) {
     const live = await liveOrders(pool, saleId);
     const lost = holding.flatMap((holds, k) => (holds ? [] : [k]));

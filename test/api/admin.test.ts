@@ -111,7 +111,8 @@ describe('admin credentials', () => {
     expect(await salesNamed(name)).toBe(0);
     const sale = await createSale([4]);
     const keys = saleKeys(sale.saleId);
-    await clients.redis.del(keys.stock(sale.items[0].itemId));
+    // The sale as not loaded: no loaded mark, no stock.
+    await clients.redis.del(keys.stock(sale.items[0].itemId), keys.loaded);
     for (const [method, path] of [
       ['POST', `/api/admin/sales/${sale.saleId}/stock`],
       ['POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true`],
@@ -121,7 +122,7 @@ describe('admin credentials', () => {
       expect(reply.status).toBe(401);
       expect(reply.body).toEqual({ error: 'TOKEN_MISSING' });
     }
-    expect(await clients.redis.exists(keys.stock(sale.items[0].itemId))).toBe(0);
+    expect(await clients.redis.exists(keys.stock(sale.items[0].itemId), keys.loaded)).toBe(0);
   });
 
   test('a buyer JWT or the payment service credential → 403', async () => {
@@ -175,11 +176,12 @@ test('POST /stock with a flag that is not "true" or "false" → 400 INVALID_QUER
   const sale = await createSale([6]);
   const itemId = sale.items[0].itemId;
   const keys = saleKeys(sale.saleId);
-  await clients.redis.del(keys.stock(itemId));
+  // The sale as not loaded: no loaded mark, no stock.
+  await clients.redis.del(keys.stock(itemId), keys.loaded);
   for (const query of ['rebuild=AAA', 'rebuild=TRUE', 'rebuild=1', 'force=yes', 'rebuild=true&rebuild=false', 'rebuild=']) {
     const reply = await call('POST', `/api/admin/sales/${sale.saleId}/stock?${query}`, { token: admin });
     expect({ query, status: reply.status, error: reply.body.error }).toEqual({ query, status: 400, error: 'INVALID_QUERY' });
-    expect(await clients.redis.exists(keys.stock(itemId))).toBe(0);
+    expect(await clients.redis.exists(keys.stock(itemId), keys.loaded)).toBe(0);
   }
   // The same request with a well-formed flag does load the stock: the refusals above held back a real change.
   const loaded = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=false`, { token: admin });
@@ -212,8 +214,8 @@ test('?rebuild=true after the sale’s Redis keys were lost restores stock = qua
   });
   const reservationsBefore = await clients.redis.hgetall(keys.reservations);
 
-  // Redis loses the sale.
-  await clients.redis.del(keys.stock(itemId), keys.buyers, keys.reservations);
+  // Redis loses the sale (its loaded mark with the rest).
+  await clients.redis.del(keys.stock(itemId), keys.buyers, keys.reservations, keys.loaded);
   const lost = await call('GET', `/api/admin/sales/${sale.saleId}`, { token: admin });
   expect(lost.body.items?.[0].stock).toBeNull();
   const meanwhile = await purchase(itemId, `rebuild-meanwhile-${run}`);
@@ -224,11 +226,13 @@ test('?rebuild=true after the sale’s Redis keys were lost restores stock = qua
   expect(rebuilt.status).toBe(200);
   expect(rebuilt.body.items?.[0]).toMatchObject({ quantity: 10, sold: 2, stock: 8 });
   expect((await clients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(8);
+  // The free units are those no live order holds: the paid order holds unit 1, the pending one unit 2.
+  expect(await clients.redis.lrange(keys.stock(itemId), 0, -1)).toEqual(['3', '4', '5', '6', '7', '8', '9', '10']);
   expect(await clients.redis.hgetall(keys.buyers)).toEqual({ [payer]: paidId, [waiter]: pendingId });
   const reservationsAfter = await clients.redis.hgetall(keys.reservations);
   expect(Object.keys(reservationsAfter).sort()).toEqual([paidId, pendingId].sort());
-  expect(reservationsAfter[paidId]).toMatch(new RegExp(`^${itemId}\\|${payer}\\|\\d+\\|\\d+\\|\\d+$`));
-  expect(reservationsAfter[pendingId]).toMatch(new RegExp(`^${itemId}\\|${waiter}\\|\\d+\\|\\d+\\|\\d+$`));
+  expect(reservationsAfter[paidId]).toMatch(new RegExp(`^${itemId}\\|${payer}\\|\\d+\\|\\d+\\|\\d+\\|1$`));
+  expect(reservationsAfter[pendingId]).toMatch(new RegExp(`^${itemId}\\|${waiter}\\|\\d+\\|\\d+\\|\\d+\\|2$`));
   // reservedAt comes back from PostgreSQL (ms precision), so the rebuilt entries equal the lost ones.
   expect(reservationsAfter).toEqual(reservationsBefore);
 

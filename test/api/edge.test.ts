@@ -42,16 +42,17 @@ const freshIp = () => `10.7.${Math.floor(++ipSeq / 250)}.${(ipSeq % 250) + 1}`;
 async function snapshot(sale: Sale) {
   const { clients, temporal } = app;
   const keys = saleKeys(sale.saleId);
-  const stock = await clients.store.stock(
+  const units = await clients.store.unitsByShard(
     sale.saleId,
     sale.items.map((i) => i.itemId),
   );
+  // sold: the sale's live orders, each holding one unit.
   const orders = await clients.pool.query<{ n: number; sold: number }>(
-    'SELECT (SELECT count(*)::int FROM orders WHERE sale_id = $1) AS n, (SELECT sum(sold)::int FROM items WHERE sale_id = $1) AS sold',
+    `SELECT count(*)::int AS n, (count(*) FILTER (WHERE status IN ('PENDING', 'PAID')))::int AS sold FROM orders WHERE sale_id = $1`,
     [sale.saleId],
   );
   return {
-    stock: Object.fromEntries(stock),
+    stock: Object.fromEntries(units),
     buyers: await clients.redis.hgetall(keys.buyers),
     reservations: await clients.redis.hgetall(keys.reservations),
     queued: await clients.redis.xlen(keys.startQueue),

@@ -128,6 +128,8 @@ async function raceForHundred(target: Http, prefix: string) {
   const reservations = await clients.store.reservations(sale.saleId);
   expect(new Map(reservations.map((r) => [r.userId, r.orderId]))).toEqual(winners);
   expect(reservations.every((r) => r.itemId === itemId)).toBe(true);
+  // I1: each winner holds its own unit, and together they hold units 1..100.
+  expect(reservations.map((r) => r.unit).sort((a, b) => (a as number) - (b as number))).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
   return { sale, itemId, buyers, winners };
 }
 
@@ -143,14 +145,15 @@ describe('1,000 distinct buyers race for 100 units', () => {
     expect(await stockOf(sale.saleId, itemId)).toBe(0);
     expect(await clients.redis.hlen(saleKeys(sale.saleId).reservations)).toBe(100);
 
-    // I1 in PostgreSQL once the workflows have persisted their orders: sold = live orders = quantity.
+    // I1 in PostgreSQL once the workflows have persisted their orders: live orders = quantity, each holding its
+    // own unit of 1..quantity.
     await eventually(async () => {
-      const { rows } = await clients.pool.query<{ sold: number; live: number }>(
-        `SELECT i.sold, (SELECT count(*)::int FROM orders o WHERE o.item_id = i.id AND o.status IN ('PENDING', 'PAID')) AS live
-         FROM items i WHERE i.id = $1`,
+      const { rows } = await clients.pool.query<{ live: number; units: number; first: number; last: number }>(
+        `SELECT count(*)::int AS live, count(DISTINCT unit)::int AS units, min(unit) AS first, max(unit) AS last
+         FROM orders WHERE item_id = $1 AND status IN ('PENDING', 'PAID')`,
         [itemId],
       );
-      expect(rows[0]).toEqual({ sold: 100, live: 100 });
+      expect(rows[0]).toEqual({ live: 100, units: 100, first: 1, last: 100 });
     });
   });
 
@@ -180,7 +183,8 @@ test('one buyer, 50 parallel requests, stock 10: exactly one 202 and 49 × 409 n
   for (const r of replies.filter((r) => r.status === 409)) expect(r.body).toEqual({ error: 'ALREADY_PURCHASED', orderId });
   expect(await stockOf(sale.saleId, itemId)).toBe(9);
   expect(await clients.redis.hgetall(saleKeys(sale.saleId).reservations)).toEqual({
-    [orderId]: expect.stringMatching(new RegExp(`^${itemId}\\|hammer-${run}\\|\\d+\\|\\d+\\|\\d+$`)),
+    // The one order holds unit 1, the head of the free units.
+    [orderId]: expect.stringMatching(new RegExp(`^${itemId}\\|hammer-${run}\\|\\d+\\|\\d+\\|\\d+\\|1$`)),
   });
 });
 

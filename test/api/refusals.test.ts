@@ -1,7 +1,7 @@
 /**
  * Refused purchases change nothing (I6, I7): every bad token is a 401 with its JSON code, every bad item id a
  * 400, an unknown item a 404, a sale outside its window a 403 — and the sale's Redis keys (stock, buyers,
- * reservations) and PostgreSQL rows (orders, items.sold) are exactly as before. The buyer is the token's
+ * reservations) and PostgreSQL rows (orders, live orders per item) are exactly as before. The buyer is the token's
  * `sub`, whatever the body or headers claim. On an item flagged sold out, a JWT-shaped token is answered 410
  * before verification (the same answer for every buyer), unless SOLD_OUT_VERIFIES_TOKEN=true. Every response
  * is checked against openapi.yaml.
@@ -40,10 +40,20 @@ async function snapshot(of: Sale) {
     of.saleId,
     of.items.map((i) => i.itemId),
   );
+  const units = await clients.store.unitsByShard(
+    of.saleId,
+    of.items.map((i) => i.itemId),
+  );
   const orders = await clients.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM orders WHERE sale_id = $1', [of.saleId]);
-  const sold = await clients.pool.query<{ id: number; sold: number }>('SELECT id, sold FROM items WHERE sale_id = $1 ORDER BY id', [of.saleId]);
+  // Units sold per item: its live orders, each holding one unit.
+  const sold = await clients.pool.query<{ id: number; sold: number }>(
+    `SELECT i.id, (SELECT count(*)::int FROM orders o WHERE o.item_id = i.id AND o.status IN ('PENDING', 'PAID')) AS sold
+     FROM items i WHERE i.sale_id = $1 ORDER BY i.id`,
+    [of.saleId],
+  );
   return {
     stock: Object.fromEntries(stock),
+    units: Object.fromEntries(units),
     buyers: await clients.redis.hgetall(keys.buyers),
     reservations: await clients.redis.hgetall(keys.reservations),
     orders: orders.rows[0].n,
@@ -179,14 +189,17 @@ describe('an item flagged sold out: 410 for any JWT-shaped token before verifica
   });
 
   test('once a unit comes back, the flag clears within SOLD_OUT_RECHECK_MS and a forged token is verified again (401)', async () => {
-    const restocked = await createTestSale(clients, { quantities: [0] });
+    const restocked = await createTestSale(clients, { quantities: [1] });
     const item = restocked.items[0].itemId;
+    const stockKey = saleKeys(restocked.saleId).stock(item);
+    // Its one unit is out of the free list, as a reservation would hold it: the item is sold out in Redis.
+    expect(await clients.redis.lpop(stockKey)).toBe('1');
     const forged = bearer(`${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ sub: 'mallory', exp: nowS() + 3600 })}.`);
     const flagger = await call('POST', purchasePath(item), { token: await buyerToken(config, `flagger-2-${run}`) });
     expect(flagger.body).toEqual({ error: 'SOLD_OUT' });
     expect((await call('POST', purchasePath(item), forged)).status).toBe(410);
-    // A unit comes back, as an expired order's release would return it.
-    await clients.redis.incr(saleKeys(restocked.saleId).stock(item));
+    // The unit comes back, as an expired order's release would return it.
+    await clients.redis.rpush(stockKey, '1');
     await eventually(async () => expect((await call('POST', purchasePath(item), forged)).body).toEqual({ error: 'TOKEN_INVALID' }), 5000);
     expect(await clients.store.stock(restocked.saleId, [item])).toEqual(new Map([[item, 1]]));
   });
@@ -208,7 +221,10 @@ test('the buyer is the token’s sub: a body userId or identity headers cannot i
   const after = await snapshot(sale);
   expect(after.stock[itemId]).toBe((before.stock[itemId] as number) - 1);
   expect(after.buyers).toEqual({ ...before.buyers, [attacker]: orderId });
-  expect(after.reservations[orderId]).toMatch(new RegExp(`^${itemId}\\|${attacker}\\|\\d+\\|\\d+\\|\\d+$`));
+  // The order holds the unit at the head of the free list, which left it.
+  const [head, ...rest] = before.units[itemId][0] as number[];
+  expect(after.units[itemId]).toEqual([rest]);
+  expect(after.reservations[orderId]).toMatch(new RegExp(`^${itemId}\\|${attacker}\\|\\d+\\|\\d+\\|\\d+\\|${head}$`));
   // The victim can still buy (they hold nothing) and cannot see the order; the attacker can.
   const asVictim = await call('GET', `/api/flash-sales/orders/${orderId}`, { token: await buyerToken(config, victim) });
   expect(asVictim.status).toBe(404);

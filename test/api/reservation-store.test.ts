@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import type { OrderInput } from '../../src/order/types';
 import { saleKeys } from '../../src/reservation/layout';
-import type { Sale } from '../../src/sale/sales';
+import { loadSale, type Sale } from '../../src/sale/sales';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
 
 const config = testConfig();
@@ -44,12 +44,14 @@ async function newSale(quantity: number) {
 test('releasing the same order twice returns exactly one unit', async () => {
   const { saleId, itemId, keys, stock } = await newSale(10);
   const orderId = randomUUID();
-  expect(await clients.store.reserve(order(saleId, itemId, 'twice', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0 });
+  expect(await clients.store.reserve(order(saleId, itemId, 'twice', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0, unit: 1 });
 
   await clients.store.release({ saleId, itemId, orderId, userId: 'twice' });
   expect(await stock()).toBe(10);
   await clients.store.release({ saleId, itemId, orderId, userId: 'twice' });
   expect(await stock()).toBe(10);
+  // The order's unit went back once, at the tail of the free units.
+  expect(await clients.redis.lrange(keys.stock(itemId), 0, -1)).toEqual(['2', '3', '4', '5', '6', '7', '8', '9', '10', '1']);
   expect(await clients.redis.exists(keys.buyers, keys.reservations)).toBe(0);
 });
 
@@ -65,7 +67,7 @@ test('a reservation run twice for one order, and its release run twice: Redis as
   const once = order(saleId, itemId, 'resent', randomUUID());
   const first = await clients.store.reserve(once);
   const afterFirst = await snapshot();
-  expect(first).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0 });
+  expect(first).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0, unit: 1 });
   expect(afterFirst.queue).toHaveLength(1);
   expect(await clients.store.reserve(once)).toEqual(first);
   expect(await snapshot()).toEqual(afterFirst);
@@ -76,8 +78,8 @@ test('a reservation run twice for one order, and its release run twice: Redis as
   await clients.store.release(once);
   expect(await snapshot()).toEqual(afterRelease);
   // Run once more after the order ended and gave its unit back (a rerun seconds late): it takes nothing, queues
-  // nothing, and answers as the first run did.
-  expect(await clients.store.reserve(once)).toEqual({ ...first, stockLeft: 10 });
+  // nothing, and answers as the first run did, without a unit: the order holds none any more.
+  expect(await clients.store.reserve(once)).toEqual({ kind: 'RESERVED', stockLeft: 10, stockShard: 0 });
   expect(await snapshot()).toEqual(afterRelease);
 });
 
@@ -87,7 +89,8 @@ test('a stale release (A, then the buyer reserves B, then A again) changes nothi
   const orderB = randomUUID();
   await clients.store.reserve(order(saleId, itemId, 'stale', orderA));
   await clients.store.release({ saleId, itemId, orderId: orderA, userId: 'stale' });
-  expect(await clients.store.reserve(order(saleId, itemId, 'stale', orderB))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0 });
+  // A's unit 1 went back to the tail of the list: B takes the head, unit 2.
+  expect(await clients.store.reserve(order(saleId, itemId, 'stale', orderB))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0, unit: 2 });
 
   await clients.store.release({ saleId, itemId, orderId: orderA, userId: 'stale' });
   expect(await stock()).toBe(9);
@@ -119,7 +122,8 @@ test('refusals write nothing: sold out, already purchased, stock not loaded', as
   expect(await clients.store.reserve(order(saleId, itemId, 'first', randomUUID()))).toEqual({ kind: 'ALREADY_PURCHASED', orderId: held });
   expect(await snapshot()).toEqual(before);
 
-  await clients.redis.del(keys.stock(itemId));
+  // The shard lost its data: its loaded mark is gone (an empty stock list has no key at all).
+  await clients.redis.del(keys.stock(itemId), keys.loaded);
   expect(await clients.store.reserve(order(saleId, itemId, 'third', randomUUID()))).toEqual({ kind: 'NOT_LOADED' });
   expect(await clients.redis.hgetall(keys.buyers)).toEqual(before[1]);
 });
@@ -130,8 +134,23 @@ test('after SCRIPT FLUSH, reserve and release still work (EVALSHA falls back to 
 
   await clients.redis.script('FLUSH');
   const orderId = randomUUID();
-  expect(await clients.store.reserve(order(saleId, itemId, 'after-flush', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 3, stockShard: 0 });
+  expect(await clients.store.reserve(order(saleId, itemId, 'after-flush', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 3, stockShard: 0, unit: 2 });
   await clients.redis.script('FLUSH');
   await clients.store.release({ saleId, itemId, orderId, userId: 'after-flush' });
   expect(await stock()).toBe(4);
+});
+
+test('three loads of an unloaded sale at once list each unit once; a load of a loaded sale changes nothing', async () => {
+  const { saleId, itemId, keys } = await newSale(25_000);
+  await clients.redis.del(keys.stock(itemId), keys.loaded);
+  await Promise.all([1, 2, 3].map(() => loadSale(clients.pool, clients.store, saleId, false)));
+  const units = (await clients.redis.lrange(keys.stock(itemId), 0, -1)).map(Number);
+  expect(units).toEqual(Array.from({ length: 25_000 }, (_, i) => i + 1));
+  expect(await clients.redis.pttl(keys.stock(itemId))).toBe(-1);
+  // The losers' staged lists are gone: nothing of the sale is left but its own keys.
+  expect(await clients.redis.keys(`${keys.stock(itemId)}:staged:*`)).toEqual([]);
+
+  await clients.redis.lpop(keys.stock(itemId));
+  await loadSale(clients.pool, clients.store, saleId, false);
+  expect(await clients.redis.llen(keys.stock(itemId))).toBe(24_999);
 });

@@ -23,7 +23,7 @@ import { STARTER_GROUP } from '../../src/reservation/startQueue';
 import { startOrderWorkflow } from '../../src/temporal';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker } from '../../src/worker/main';
-import { bounded, buyerToken, type Clients, connectClients, createTestSale, freePort, orderResult, orderRow, settledAudit, testConfig, until } from '../helpers';
+import { bounded, buyerToken, type Clients, connectClients, createTestSale, freePort, orderResult, orderRow, reserveUnit, settledAudit, testConfig, until } from '../helpers';
 import { countByType, uniqueEvents, type EventTap } from '../kafka';
 import { http, type ApiReply } from '../openapi';
 import { openRelay, type Relay } from '../../tools/chaos/relay';
@@ -187,9 +187,9 @@ test('a start whose answer never came back counts as done: the next start finds 
     paymentWindowMs: 2000,
     reservedAtMs: Date.now(),
   };
-  expect((await clients.store.reserve(order)).kind).toBe('RESERVED');
+  const held = await reserveUnit(clients, order);
   // The workflow exists already (as after a start that reached Temporal and whose answer was lost).
-  await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
+  await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, held);
 
   const { call } = await api();
   await until('the entry acknowledged', async () => (await clients.redis.xlen(saleKeys(sale.saleId).startQueue)) === 0);

@@ -91,6 +91,8 @@ test('two API processes share the port, each with a starter, sell a 3-shard item
   expect([count(second, 202), count(second, 410)]).toEqual([50, 50]);
   expect(await clients.store.stock(sale.saleId, [itemId])).toEqual(new Map([[itemId, 0]]));
   expect((await clients.store.buyers(sale.saleId)).size).toBe(150);
+  // Each order holds its own unit of the 150 (I1).
+  expect(new Set((await clients.store.reservations(sale.saleId)).map((r) => r.unit)).size).toBe(150);
 
   const exited = new Promise<number | null>((resolve) => api?.process.once('exit', (code) => resolve(code)));
   api.process.kill('SIGTERM');

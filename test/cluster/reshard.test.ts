@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import calculateSlot from 'cluster-key-slot';
 import { startApi, type RunningApi } from '../../src/api/main';
-import { shardQuantity } from '../../src/reservation/layout';
+import { shardUnits } from '../../src/reservation/layout';
 import { repairClaims } from '../../src/reservation/claims';
 import { migrateSlot } from '../../tools/shared/localCluster';
 import { buyerToken, connectClients, createTestSale, type Clients } from '../helpers';
@@ -75,10 +75,11 @@ test('a shard’s slot migrated to another master during a burst: none lost or d
   expect(reservations.filter((r) => buyers.get(r.userId) !== r.orderId)).toEqual([]);
   expect(buyers.size).toBe(reservations.length);
   expect(await clients.store.claims(sale.saleId)).toEqual([]);
-  // Per shard, stock + reservations taken from it = its part of the quantity (I2).
-  const stock = (await clients.store.stockByShard(sale.saleId, [itemId])).get(itemId) ?? [];
+  // Per shard, its free units and the units of the reservations taken from it are its run of units, each once (I2).
+  const free = (await clients.store.unitsByShard(sale.saleId, [itemId])).get(itemId) ?? [];
   for (let k = 0; k < 3; k++) {
-    expect((stock[k] as number) + reservations.filter((r) => r.stockShard === k).length).toBe(shardQuantity(UNITS, 3, k));
+    const units = [...(free[k] as number[]), ...reservations.filter((r) => r.stockShard === k).map((r) => r.unit as number)];
+    expect(units.sort((a, b) => a - b)).toEqual(shardUnits(UNITS, 3, k));
   }
   if (replies.some((r) => r.status === 410)) expect(reservations).toHaveLength(UNITS);
   // Shard 0 now shares its master with shard 1: the placement check says so.

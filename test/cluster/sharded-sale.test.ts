@@ -8,9 +8,9 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import Redis from 'ioredis';
 import { startApi, type RunningApi } from '../../src/api/main';
-import { homeShard, shardKeys, shardQuantity, type SaleLayout } from '../../src/reservation/layout';
+import { homeShard, shardKeys, shardQuantity, shardUnits, type SaleLayout } from '../../src/reservation/layout';
 import { repairClaims } from '../../src/reservation/claims';
-import { claimMember, entryFields, parseReservation, reservationValue } from '../../src/reservation/formats';
+import { claimMember, entryFields, parseReservation, reservationTerms } from '../../src/reservation/formats';
 import { loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/temporal';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
@@ -69,6 +69,11 @@ async function stockOf(saleId: number, itemId: number): Promise<(number | undefi
   return (await clients.store.stockByShard(saleId, [itemId])).get(itemId) ?? [];
 }
 
+/** @returns per shard, its free units in ascending order (undefined where it is not loaded) */
+async function freeUnitsOf(saleId: number, itemId: number): Promise<(number[] | undefined)[]> {
+  return ((await clients.store.unitsByShard(saleId, [itemId])).get(itemId) ?? []).map((units) => units && [...units].sort((a, b) => a - b));
+}
+
 async function heldPerShard(saleId: number, shards: number): Promise<number[]> {
   const counts = new Array<number>(shards).fill(0);
   for (const r of await clients.store.reservations(saleId)) counts[r.stockShard ?? 0] += 1;
@@ -103,12 +108,17 @@ test('1,000 buyers race for 100 units over 3 shards: 100 × 202, every shard emp
   expect(await stockOf(sale.saleId, itemId)).toEqual([0, 0, 0]);
   // Every shard gave exactly its part (34, 33, 33), and each winner is recorded once, on their home shard.
   expect(await heldPerShard(sale.saleId, 3)).toEqual([0, 1, 2].map((k) => shardQuantity(100, 3, k)));
+  // ...each of its own units: every reservation holds a unit of its shard's run, and no unit is held twice.
+  const held = await clients.store.reservations(sale.saleId);
+  expect(held.filter((r) => !shardUnits(100, 3, r.stockShard ?? 0).includes(r.unit as number))).toEqual([]);
+  expect(new Set(held.map((r) => r.unit)).size).toBe(100);
   expect(await clients.store.buyers(sale.saleId)).toEqual(winners);
   expect(await clients.store.claims(sale.saleId)).toEqual([]);
 
   // Nobody pays: each order expires and its unit goes back to the shard it came from.
   expect(await settledAudit(config, clients, temporal, sale.saleId, [...winners.values()])).toEqual([]);
   expect(await stockOf(sale.saleId, itemId)).toEqual([34, 33, 33]);
+  expect(await freeUnitsOf(sale.saleId, itemId)).toEqual([0, 1, 2].map((k) => shardUnits(100, 3, k)));
 });
 
 test('buyers all homed on one shard still get every unit of the others; 410 only once all shards are empty', async () => {
@@ -165,10 +175,10 @@ test('a unit taken from another shard than the buyer’s home goes back to that 
   const order = (userId: string) => ({ orderId: randomUUID(), saleId: sale.saleId, itemId, userId, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() });
 
   const one = order(first);
-  expect(await clients.store.reserve(one)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 0 });
-  // Shard 0 is empty now: the second buyer is claimed on shard 0 and served by shard 1.
+  expect(await clients.store.reserve(one)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 0, unit: 1 });
+  // Shard 0 is empty now: the second buyer is claimed on shard 0 and served by shard 1 (whose unit is 2).
   const two = order(second);
-  expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1 });
+  expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1, unit: 2 });
   expect(await stockOf(sale.saleId, itemId)).toEqual([0, 0, 1]);
   // Run again for the same order (claim, take, settle, each resent), it answers the same and changes nothing.
   const snapshot = async () => ({
@@ -179,7 +189,7 @@ test('a unit taken from another shard than the buyer’s home goes back to that 
     queued: await Promise.all(layout.tags.map((tag) => clients.redis.xlen(shardKeys(tag).startQueue))),
   });
   const before = await snapshot();
-  expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1 });
+  expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1, unit: 2 });
   expect(await snapshot()).toEqual(before);
   expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[first, one.orderId], [second, two.orderId]]));
 
@@ -194,6 +204,7 @@ test('a unit taken from another shard than the buyer’s home goes back to that 
   await clients.store.release({ ...again, stockShard: (await clients.store.findReservation(sale.saleId, again.orderId))?.stockShard });
   await clients.store.release({ ...one, stockShard: 0 });
   expect(await stockOf(sale.saleId, itemId)).toEqual([1, 1, 1]);
+  expect(await freeUnitsOf(sale.saleId, itemId)).toEqual([[1], [2], [3]]);
 });
 
 test('a claim left by a crash is repaired: undone when no shard holds its order, settled when one does', async () => {
@@ -215,8 +226,8 @@ test('a claim left by a crash is repaired: undone when no shard holds its order,
   const s1 = shardKeys(layout.tags[1]);
   const keptTerms = { orderId: keptOrder, saleId: sale.saleId, itemId, userId: kept, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() };
   // Its take landed before it died (within the claim's lease: taken as of now).
-  const taken = await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), s1.released, keptOrder, String(Date.now()), '15000', reservationValue(keptTerms), ...entryFields(keptTerms));
-  expect(taken[0]).toBe(1);
+  const taken = await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), s1.released, s1.loaded, keptOrder, String(Date.now()), '15000', reservationTerms(keptTerms), ...entryFields(keptTerms));
+  expect(taken).toEqual([1, 0, expect.any(String), 2]);
 
   expect(await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 30_000)).toEqual({ settled: 1, undone: 1 });
   expect(await clients.store.claims(sale.saleId)).toEqual([]);
@@ -243,7 +254,12 @@ test('a rebuild after every shard lost its keys restores stock = quantity − pe
     const { rows } = await clients.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM orders WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`, [sale.saleId]);
     expect(rows[0].n).toBe(12);
   });
-  const before = { stock: await stockOf(sale.saleId, itemId), buyers: await clients.store.buyers(sale.saleId), held: await clients.store.reservations(sale.saleId) };
+  const before = {
+    stock: await stockOf(sale.saleId, itemId),
+    free: await freeUnitsOf(sale.saleId, itemId),
+    buyers: await clients.store.buyers(sale.saleId),
+    held: await clients.store.reservations(sale.saleId),
+  };
 
   const layout = await clients.store.layouts.get(sale.saleId);
   for (const tag of layout.tags) {
@@ -260,6 +276,8 @@ test('a rebuild after every shard lost its keys restores stock = quantity − pe
   const live = [0, 1, 2].map((k) => rows.find((r) => r.shard === k)?.n ?? 0);
   expect(await stockOf(sale.saleId, itemId)).toEqual([0, 1, 2].map((k) => 10 - live[k]));
   expect(await stockOf(sale.saleId, itemId)).toEqual(before.stock);
+  // The free units are those no live order holds, each on its own shard.
+  expect(await freeUnitsOf(sale.saleId, itemId)).toEqual(before.free);
   expect(await clients.store.buyers(sale.saleId)).toEqual(before.buyers);
   const byOrder = (list: { orderId: string }[]) => [...list].sort((x, y) => x.orderId.localeCompare(y.orderId));
   expect(byOrder(await clients.store.reservations(sale.saleId))).toEqual(byOrder(before.held));
@@ -279,7 +297,7 @@ test('one shard lost its keys mid-sale: the rebuild refuses without force, resto
   });
   const shardView = async (k: number) => {
     const keys = shardKeys(layout.tags[k]);
-    return { stock: await clients.redis.get(keys.stock(itemId)), buyers: await clients.redis.hgetall(keys.buyers), held: await clients.redis.hgetall(keys.reservations) };
+    return { stock: await clients.redis.lrange(keys.stock(itemId), 0, -1), buyers: await clients.redis.hgetall(keys.buyers), held: await clients.redis.hgetall(keys.reservations) };
   };
   const before = await Promise.all([0, 1, 2].map(shardView));
   expect(Object.keys(before[1].held).length).toBeGreaterThan(0);
@@ -299,7 +317,8 @@ test('one shard lost its keys mid-sale: the rebuild refuses without force, resto
   const refused = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true`, { token: admin });
   expect(refused).toMatchObject({ status: 409, body: { error: 'REBUILD_REFUSED' } });
   expect(refused.body.details).toEqual([expect.stringContaining('shard(s) 1 lost their data, shard(s) 0, 2 kept theirs')]);
-  expect(await shardView(1)).toEqual({ stock: null, buyers: {}, held: {} });
+  expect(await shardView(1)).toEqual({ stock: [], buyers: {}, held: {} });
+  expect(await clients.redis.exists(lost.loaded)).toBe(0);
 
   const rebuilt = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true&force=true`, { token: admin });
   expect(rebuilt.status).toBe(200);
@@ -332,7 +351,8 @@ test('a unit released onto a shard the buyer already found empty, while another 
     const pressing = clients.store.reserve(buyer);
     await new Promise((r) => setTimeout(r, 300));
     await clients.store.release({ ...holders[1], stockShard: 1 });
-    expect(await pressing).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1 });
+    // The unit shard 1's holder gave back: unit 2.
+    expect(await pressing).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1, unit: 2 });
   } finally {
     pauser.disconnect();
   }

@@ -39,7 +39,7 @@ afterAll(async () => {
   await clients?.close();
 });
 
-/** An order reserved in Redis now, at the sale's terms. */
+/** An order reserved in Redis now, at the sale's terms, holding the unit Redis gave it. */
 async function reserved(sale: Sale, itemIndex = 0, userId = `buyer-${randomUUID()}`): Promise<OrderInput> {
   const order = {
     orderId: newOrderId(sale.saleId),
@@ -50,15 +50,17 @@ async function reserved(sale: Sale, itemIndex = 0, userId = `buyer-${randomUUID(
     paymentWindowMs: sale.paymentWindowMs,
     reservedAtMs: Date.now(),
   };
-  expect((await clients.store.reserve(order)).kind).toBe('RESERVED');
-  return order;
+  const outcome = await clients.store.reserve(order);
+  if (outcome.kind !== 'RESERVED') throw new Error(`not reserved: ${outcome.kind}`);
+  return { ...order, unit: outcome.unit, stockShard: outcome.stockShard };
 }
 
 /** The order as if reserved a whole payment window and a second ago: its deadline has passed. */
 const lapsed = (order: OrderInput): OrderInput => ({ ...order, reservedAtMs: order.reservedAtMs - order.paymentWindowMs - 1000 });
 
+/** The item's units sold in PostgreSQL: its live (PENDING and PAID) orders, each holding one unit. */
 async function sold(itemId: number): Promise<number> {
-  return (await clients.pool.query<{ sold: number }>('SELECT sold FROM items WHERE id = $1', [itemId])).rows[0].sold;
+  return (await clients.pool.query<{ sold: number }>(`SELECT count(*)::int AS sold FROM orders WHERE item_id = $1 AND status IN ('PENDING', 'PAID')`, [itemId])).rows[0].sold;
 }
 
 async function stock(order: OrderInput): Promise<number | undefined> {
@@ -85,21 +87,25 @@ test('placeOrder twice: one PENDING row, sold counted once, OrderPlaced under on
   expect(new Set(placed.map((e) => e.eventId))).toEqual(new Set([`${order.orderId}:OrderPlaced`]));
 });
 
-test('placeOrder when PostgreSQL has no unit left: REJECTED SOLD_OUT, not counted; settling it returns the unit once with OrderRejected', async () => {
+test('placeOrder when PostgreSQL holds its unit for another live order (Redis drifted): REJECTED SOLD_OUT, not counted; settling it ends the reservation once, with OrderRejected, and keeps the unit out of stock (the other order holds it)', async () => {
   const sale = await createTestSale(clients, { quantities: [2] });
-  await clients.pool.query('UPDATE items SET sold = quantity WHERE id = $1', [sale.items[0].itemId]);
   const order = await reserved(sale);
+  // Another buyer's live order in PostgreSQL holds the very unit Redis just gave this order.
+  const holder = { ...order, orderId: newOrderId(sale.saleId), userId: `holder-${randomUUID()}` };
+  expect(await clients.orders.place(holder)).toEqual({ status: 'PENDING' });
 
   expect(await activities.placeOrder(order)).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
   expect(await activities.placeOrder(order)).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
-  expect(await ordersOfSale(sale.saleId)).toEqual([{ status: 'REJECTED', reason: 'SOLD_OUT' }]);
-  expect(await sold(order.itemId)).toBe(2);
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(await sold(order.itemId)).toBe(1);
   expect(await stock(order)).toBe(1);
 
   expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
   expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
-  expect(await stock(order)).toBe(2);
-  expect(await clients.redis.hget(saleKeys(sale.saleId).reservations, order.orderId)).toBeNull();
+  const keys = saleKeys(sale.saleId);
+  expect(await clients.redis.lrange(keys.stock(order.itemId), 0, -1)).toEqual(['2']);
+  expect(await clients.redis.hget(keys.reservations, order.orderId)).toBeNull();
+  expect(await clients.redis.hget(keys.buyers, order.userId)).toBeNull();
   expect(await eventTypes(order)).toEqual(['OrderPlaced', 'OrderPlaced', 'OrderRejected', 'OrderRejected']);
 });
 
@@ -279,17 +285,23 @@ test('Orders.pay for an order its workflow has not stored (the payment route): s
   expect(await clients.orders.pay(late.orderId, { paymentId: pid('route-late'), amount: 700 }, late)).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
   expect(await orderRow(clients.pool, late.orderId)).toBeUndefined();
 
-  // The same buyer holds a live order in the sale (I3): refused; the order is stored REJECTED.
-  const second = { ...order, orderId: randomUUID(), reservedAtMs: Date.now() };
+  // The same buyer holds a live order in the sale (I3): refused; the order is stored REJECTED. (Its unit, 2, is
+  // held by no live order in PostgreSQL: only the buyer's other order stands in the way.)
+  const second = { ...order, orderId: randomUUID(), reservedAtMs: Date.now(), unit: 2 };
   expect(await clients.orders.pay(second.orderId, { paymentId: pid('route-second'), amount: 700 }, second)).toEqual({ error: 'ORDER_NOT_PENDING' });
   expect(await orderRow(clients.pool, second.orderId)).toMatchObject({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
 
-  // The last unit goes to one order; PostgreSQL has none left for another (I1): refused, stored REJECTED, sold unchanged.
-  const last = { ...order, orderId: randomUUID(), userId: `buyer-${randomUUID()}`, reservedAtMs: Date.now() };
+  // The last unit (2: the lapsed order's, which PostgreSQL never stored) goes to one order; PostgreSQL has none
+  // left for another (I1): refused, stored REJECTED (without a unit), sold unchanged; so is a unit the item lacks.
+  const last = { ...order, orderId: randomUUID(), userId: `buyer-${randomUUID()}`, reservedAtMs: Date.now(), unit: 2 };
   expect(await clients.orders.pay(last.orderId, { paymentId: pid('route-last'), amount: 700 }, last)).toEqual({ status: 'PAID', paymentId: pid('route-last'), stored: true });
   const over = { ...last, orderId: randomUUID(), userId: `buyer-${randomUUID()}` };
   expect(await clients.orders.pay(over.orderId, { paymentId: pid('route-over'), amount: 700 }, over)).toEqual({ error: 'ORDER_NOT_PENDING' });
   expect(await orderRow(clients.pool, over.orderId)).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  const beyond = { ...last, orderId: randomUUID(), userId: `buyer-${randomUUID()}`, unit: 3 };
+  expect(await clients.orders.pay(beyond.orderId, { paymentId: pid('route-beyond'), amount: 700 }, beyond)).toEqual({ error: 'ORDER_NOT_PENDING' });
+  expect(await orderRow(clients.pool, beyond.orderId)).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect((await clients.pool.query('SELECT unit FROM orders WHERE id = ANY($1)', [[over.orderId, beyond.orderId]])).rows).toEqual([{ unit: null }, { unit: null }]);
   expect(await sold(order.itemId)).toBe(2);
 });
 

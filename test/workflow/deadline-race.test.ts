@@ -10,7 +10,7 @@ import type { OrderInput } from '../../src/order/types';
 import { createKafka } from '../../src/kafka';
 import { startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
-import { type Clients, createTestSale, orderRow, testConfig } from '../helpers';
+import { type Clients, createTestSale, orderRow, reserveUnit, testConfig } from '../helpers';
 import { uniqueEvents, type EventTap } from '../kafka';
 import { useWorkflowHarness } from './harness';
 
@@ -38,9 +38,9 @@ async function startOrders(count: number) {
       paymentWindowMs: WINDOW_MS,
       reservedAtMs: Date.now(),
     };
-    expect((await clients.store.reserve(order)).kind).toBe('RESERVED');
-    await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
-    orders.push(order);
+    const held = await reserveUnit(clients, order);
+    await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, held);
+    orders.push(held);
   }
   return { saleId: sale.saleId, orders };
 }
@@ -129,8 +129,7 @@ test('a workflow that runs before its deadline settles at that deadline, not a w
     reservedAtMs: Date.now() - queueWaitMs,
   };
   const deadlineMs = order.reservedAtMs + windowMs;
-  expect((await clients.store.reserve(order)).kind).toBe('RESERVED');
-  await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
+  await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, await reserveUnit(clients, order));
   const handle = temporal.workflow.getHandle(order.orderId);
 
   const { results, audit } = await settle(sale.saleId, [order]);
@@ -161,8 +160,7 @@ test('a workflow first run after its deadline places and settles in its first ta
     // The start waited in the queue longer than the window.
     reservedAtMs: Date.now() - 3 * windowMs,
   };
-  expect((await clients.store.reserve(order)).kind).toBe('RESERVED');
-  await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
+  await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, await reserveUnit(clients, order));
   const { results, audit } = await settle(sale.saleId, [order]);
   expect(results).toEqual(['COMPLETED']);
   expect(audit.ok).toBe(true);

@@ -126,12 +126,13 @@ test('three purchases, one paid, two expired: HTTP, PostgreSQL, Redis, Kafka and
   expect(rows.rowCount).toBe(3);
   expect(byId.get(paidId)).toMatchObject({ status: 'PAID', payment_id: payment.paymentId, user_id: buyers[0] });
   for (const id of expiringIds) expect(byId.get(id)).toMatchObject({ status: 'EXPIRED', payment_id: null });
-  const item = await clients.pool.query<{ sold: number }>('SELECT sold FROM items WHERE id = $1', [itemId]);
-  expect(item.rows[0].sold).toBe(1);
+  // One unit sold: the paid order is the item's one live order, holding its unit.
+  const live = await clients.pool.query<{ id: string; unit: number }>(`SELECT id, unit FROM orders WHERE item_id = $1 AND status IN ('PENDING', 'PAID')`, [itemId]);
+  expect(live.rows).toEqual([{ id: paidId, unit: expect.any(Number) }]);
 
-  // Redis: the paid unit stays reserved, the two others are back (I2).
+  // Redis: the paid unit stays reserved (the unit PostgreSQL holds for it), the two others are back (I2).
   expect((await clients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(QUANTITY - 1);
-  expect((await clients.store.reservations(sale.saleId)).map((r) => r.orderId)).toEqual([paidId]);
+  expect((await clients.store.reservations(sale.saleId)).map((r) => [r.orderId, r.unit])).toEqual([[paidId, live.rows[0].unit]]);
   expect(await clients.redis.hgetall(saleKeys(sale.saleId).buyers)).toEqual({ [buyers[0]]: paidId });
 
   // Kafka, after dropping redelivered copies by eventId.

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { OrderInput } from '../../src/order/types';
 import { startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
-import { createTestSale, settledAudit, testConfig } from '../helpers';
+import { createTestSale, reserveUnit, settledAudit, testConfig } from '../helpers';
 import { useWorkflowHarness } from './harness';
 
 const ROOT = join(__dirname, '..', '..');
@@ -38,8 +38,7 @@ test('broker stopped for 40 s while orders are placed, paid and expire: every or
       paymentWindowMs: 5000,
       reservedAtMs: Date.now(),
     };
-    expect((await clients.store.reserve(order)).kind).toBe('RESERVED');
-    await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
+    await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, await reserveUnit(clients, order));
     // Half are paid at once: decided in PostgreSQL as soon as the order has its row (the broker is not needed).
     if (i % 2 === 0) await temporal.workflow.getHandle(order.orderId).signal(paidSignal, { paymentId: `pay-${order.orderId}`, amount: 800 });
     orders.push(order);

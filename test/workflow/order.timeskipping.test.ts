@@ -82,7 +82,7 @@ afterAll(async () => {
   await env?.teardown();
 });
 
-/** A sale of `quantity` units with one unit reserved in Redis for a new order; the order is not started. */
+/** A sale of `quantity` units with one unit reserved in Redis for a new order, which holds it; the order is not started. */
 async function reservedOrder(quantity = 10): Promise<OrderInput> {
   const sale = await createTestSale(clients, { quantities: [quantity], priceMinor: PRICE, paymentWindowMs: WINDOW_MS });
   const order: OrderInput = {
@@ -96,8 +96,8 @@ async function reservedOrder(quantity = 10): Promise<OrderInput> {
     reservedAtMs: await env.currentTimeMs(),
   };
   const outcome = await clients.store.reserve(order);
-  expect(outcome).toEqual({ kind: 'RESERVED', stockLeft: quantity - 1, stockShard: 0 });
-  return order;
+  expect(outcome).toEqual({ kind: 'RESERVED', stockLeft: quantity - 1, stockShard: 0, unit: 1 });
+  return { ...order, unit: 1, stockShard: 0 };
 }
 
 async function start(order: OrderInput, taskQueue = config.TEMPORAL_TASK_QUEUE): Promise<WorkflowHandle> {
@@ -105,12 +105,12 @@ async function start(order: OrderInput, taskQueue = config.TEMPORAL_TASK_QUEUE):
   return env.client.workflow.getHandle(order.orderId);
 }
 
-/** What PostgreSQL and Redis say about the order and its item. */
+/** What PostgreSQL and Redis say about the order and its item (sold: the item's live orders, a unit each). */
 async function state(order: OrderInput) {
   const keys = saleKeys(order.saleId);
   const [row, item, stock, reservation, buyer] = await Promise.all([
     orderRow(clients.pool, order.orderId),
-    clients.pool.query<{ sold: number; quantity: number }>('SELECT sold, quantity FROM items WHERE id = $1', [order.itemId]),
+    clients.pool.query<{ sold: number }>(`SELECT count(*)::int AS sold FROM orders WHERE item_id = $1 AND status IN ('PENDING', 'PAID')`, [order.itemId]),
     clients.store.stock(order.saleId, [order.itemId]),
     clients.redis.hget(keys.reservations, order.orderId),
     clients.redis.hget(keys.buyers, order.userId),
@@ -268,9 +268,11 @@ test('a duplicated paid signal has one effect; another payment for a paid order 
   });
 });
 
-test('an item exhausted in PostgreSQL while Redis still had a unit: REJECTED SOLD_OUT, reservation released', async () => {
+test('the unit Redis gave is held by another live order in PostgreSQL (Redis drifted): REJECTED SOLD_OUT, reservation ended, the unit kept out of stock', async () => {
   const order = await reservedOrder(1);
-  await clients.pool.query('UPDATE items SET sold = quantity WHERE id = $1', [order.itemId]);
+  // Another buyer's live order in PostgreSQL holds the item's one unit, which Redis still gave this order.
+  const holder = { ...order, orderId: randomUUID(), userId: `holder-${randomUUID()}` };
+  expect(await clients.orders.place(holder)).toEqual({ status: 'PENDING' });
   const handle = await start(order);
 
   const view: Order = await handle.result();
@@ -280,7 +282,8 @@ test('an item exhausted in PostgreSQL while Redis still had a unit: REJECTED SOL
   const after = await state(order);
   expect(after.row).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
   expect(after.sold).toBe(1);
-  expect(after.stock).toBe(1);
+  // The unit stays with the order that holds it in PostgreSQL: not back in Redis stock.
+  expect(after.stock).toBe(0);
   expect(after.reservation).toBeNull();
   expect(after.buyer).toBeNull();
 

@@ -3,8 +3,9 @@
  * (startWorker) on a task queue of its own, and the payment route of the real API.
  *
  * PostgreSQL decides every payment against the deadline (src/order/store.ts payOrder), so payments racing through
- * the update and the route agree. To keep a workflow open while a late payment reaches it, a test holds a row
- * lock that the expiry's sold − 1 needs. The steps are local activities, so while one waits the worker
+ * the update and the route agree. To keep a workflow open while a late payment reaches it, a test holds the
+ * order's row lock, which the expiry's UPDATE needs (a late payment's UPDATE does not: its condition, the window
+ * open, fails before it would lock the row). The steps are local activities, so while one waits the worker
  * completes its workflow task only as a heartbeat (at 80% of the 10 s task timeout): an update sent
  * meanwhile is answered within about 8 s.
  *
@@ -51,9 +52,11 @@ async function startOrder(paymentWindowMs: number): Promise<{ order: OrderInput;
     kind: 'RESERVED',
     stockLeft: 4,
     stockShard: 0,
+    unit: 1,
   });
-  await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
-  return { order, handle: temporal.workflow.getHandle(order.orderId) };
+  const held: OrderInput = { ...order, unit: 1, stockShard: 0 };
+  await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, held);
+  return { order: held, handle: temporal.workflow.getHandle(order.orderId) };
 }
 
 
@@ -89,7 +92,8 @@ async function state(order: OrderInput) {
   const keys = saleKeys(order.saleId);
   const [row, item, stock, reservation] = await Promise.all([
     orderRow(clients.pool, order.orderId),
-    clients.pool.query<{ sold: number }>('SELECT sold FROM items WHERE id = $1', [order.itemId]),
+    // Units sold: the item's live orders, a unit each.
+    clients.pool.query<{ sold: number }>(`SELECT count(*)::int AS sold FROM orders WHERE item_id = $1 AND status IN ('PENDING', 'PAID')`, [order.itemId]),
     clients.store.stock(order.saleId, [order.itemId]),
     clients.redis.hget(keys.reservations, order.orderId),
   ]);
@@ -207,8 +211,8 @@ test('during the expiry compensation: pay answers PAYMENT_WINDOW_CLOSED, a paid 
   const signalled = { paymentId: `late-signal-${order.orderId}`, amount: PRICE };
   await until('the order in PostgreSQL', () => orderRow(clients.pool, order.orderId));
 
-  // The expiry's sold − 1 waits for this lock: the window has closed, the workflow is still running.
-  const lock = await lockRow('SELECT 1 FROM items WHERE id = $1 FOR UPDATE', [order.itemId]);
+  // The expiry's UPDATE of the order waits for this lock: the window has closed, the workflow is still running.
+  const lock = await lockRow('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [order.orderId]);
   try {
     await waitUntilBlockedBy(lock.pid);
     expect(await handle.executeUpdate(payUpdate, { args: [payment] })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });

@@ -95,19 +95,22 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
   const itemId = sale.items[0].itemId;
   const keys = saleKeys(sale.saleId);
 
-  // Conservation sampler over the whole run (I2): reserve and release are Lua, so one MULTI sees a consistent state.
+  // Conservation sampler over the whole run (I2): reserve and release are Lua, so one MULTI sees a consistent state:
+  // the free units and the units the reservations hold are the item's units 1..QUANTITY, each once.
   const violations: string[] = [];
+  const units = Array.from({ length: QUANTITY }, (_, i) => i + 1);
   let maxStock = 0;
   let sampling = true;
   const sampler = (async () => {
     while (sampling) {
-      const [[, stock], [, held]] = (await clients.redis.multi().get(keys.stock(itemId)).hlen(keys.reservations).exec()) as [
-        [Error | null, string],
-        [Error | null, number],
+      const [[, free], [, values]] = (await clients.redis.multi().lrange(keys.stock(itemId), 0, -1).hvals(keys.reservations).exec()) as [
+        [Error | null, string[]],
+        [Error | null, string[]],
       ];
-      maxStock = Math.max(maxStock, Number(stock));
-      if (Number(stock) + held !== QUANTITY) violations.push(`stock ${stock} + reservations ${held} != ${QUANTITY}`);
-      if (Number(stock) > QUANTITY || Number(stock) < 0) violations.push(`stock ${stock} outside 0..${QUANTITY}`);
+      maxStock = Math.max(maxStock, free.length);
+      const held = values.map((value) => value.split('|').at(-1) as string);
+      const all = [...free, ...held].map(Number).sort((a, b) => a - b);
+      if (all.length !== QUANTITY || all.some((unit, i) => unit !== units[i])) violations.push(`free units [${free}] + held units [${held}] != 1..${QUANTITY}`);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   })();
@@ -135,14 +138,16 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
       paymentWindowMs: 3000 + i * 200,
       reservedAtMs: Date.now(),
     };
-    expect(await clients.store.reserve(order)).toMatchObject({ kind: 'RESERVED' });
-    await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, order);
+    const outcome = await clients.store.reserve(order);
+    if (outcome.kind !== 'RESERVED') throw new Error(`not reserved: ${outcome.kind}`);
+    const held: OrderInput = { ...order, unit: outcome.unit, stockShard: outcome.stockShard };
+    await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, held);
     const handle = temporal.workflow.getHandle(order.orderId);
     if (i % 2 === 0) {
       await handle.signal(paidSignal, { paymentId: `pay-${order.orderId}`, amount: PRICE });
       signalled.add(order.orderId);
     }
-    orders.push(order);
+    orders.push(held);
     handles.push(handle);
   }
 
@@ -173,11 +178,15 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
   expect(paid.length).toBeGreaterThan(0);
   expect(expired.length).toBeGreaterThanOrEqual(ORDERS - signalled.size);
 
-  // PostgreSQL agrees with the workflows, and sold counts exactly the paid orders (I1).
+  // PostgreSQL agrees with the workflows, and the live orders are exactly the paid ones, each holding its own
+  // unit (I1).
   const rows = await clients.pool.query<{ id: string; status: string }>('SELECT id, status FROM orders WHERE sale_id = $1', [sale.saleId]);
   expect(Object.fromEntries(rows.rows.map((r) => [r.id, r.status]))).toEqual(Object.fromEntries(results.map((r) => [r.orderId, r.status])));
-  const item = await clients.pool.query<{ sold: number }>('SELECT sold FROM items WHERE id = $1', [itemId]);
-  expect(item.rows[0].sold).toBe(paid.length);
+  const live = await clients.pool.query<{ sold: number; units: number }>(
+    `SELECT count(*)::int AS sold, count(DISTINCT unit)::int AS units FROM orders WHERE item_id = $1 AND status IN ('PENDING', 'PAID')`,
+    [itemId],
+  );
+  expect(live.rows[0]).toEqual({ sold: paid.length, units: paid.length });
 
   // Redis agrees: the paid units are held, every other one came back exactly once (I2, I5).
   expect((await clients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(QUANTITY - paid.length);

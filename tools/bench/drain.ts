@@ -174,8 +174,10 @@ export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindF
         const paid = i % 2 === 0;
         const sale = paid ? paidSale : expiringSale;
         const input: OrderInput = { orderId: randomUUID(), userId: `drain-${i}`, priceMinor: PRICE, reservedAtMs: Date.now(), ...sale };
-        await store.reserve(input);
-        await startOrderWorkflow(temporal, taskQueue, input);
+        const outcome = await store.reserve(input);
+        if (outcome.kind !== 'RESERVED') throw new Error(`order ${i} not reserved: ${outcome.kind}`);
+        // The workflow gets the order as its start queue entry would hand it: with the unit Redis gave it.
+        await startOrderWorkflow(temporal, taskQueue, { ...input, unit: outcome.unit, stockShard: outcome.stockShard });
         if (paid) toPay.add(input.orderId);
         return input.orderId;
       });

@@ -110,12 +110,18 @@ async function measure(config: Config, layout: string, shards: number, nodes: No
     const reservationsPerS = Math.round((reserved / ms) * 1000);
 
     const layoutOf = await store.layouts.get(sale.saleId);
+    // The sale's keys go, its loaded mark with them (a shard's data is its loaded mark's, not its stock key's,
+    // which is gone anyway once every unit is taken): no starter starts its orders, nothing of it stays loaded.
     for (const tag of layoutOf.tags) {
       const keys = shardKeys(tag);
       await redis.del(keys.startQueue);
       await redis.del(keys.buyers);
       await redis.del(keys.reservations);
+      await redis.del(keys.claims);
       await redis.del(keys.stock(itemId));
+      await redis.del(keys.returns(itemId));
+      await redis.del(keys.released);
+      await redis.del(keys.loaded);
     }
     return {
       layout,
