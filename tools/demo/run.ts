@@ -120,8 +120,11 @@ export interface DemoResult {
    */
   stagesMs: { setup: number; sale: number; checks: number };
   payments: PaymentTally;
-  /** Per attempt, from request to answer: the payment route (any status) and the `paid` signal. */
-  paymentLatencyMs: { route: LatencyWithMax; signal: LatencyWithMax };
+  /**
+   * Per attempt, from request to answer: the payment route (any status), also split by when the attempt was sent
+   * (during wave 1's presses, or after them, while the drain's backlog is stored), and the `paid` signal.
+   */
+  paymentLatencyMs: { route: LatencyWithMax; routeDuringStampede: LatencyWithMax; routeAfterStampede: LatencyWithMax; signal: LatencyWithMax };
   /**
    * Wave 1 from its first press to the CPU sample just after its sold-out 202 (msToSoldOut; samples every STAMPEDE_SAMPLE_MS):
    * the presses answered by then, and the CPU ms each part of the machine spent meanwhile. `crowd` is the demo
@@ -377,7 +380,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const payments = newPaymentTally();
   // Orders paid through the signal: what became of the payment is the workflow's to decide, read at the end.
   const signalled: string[] = [];
-  const latencies = { route: [] as number[], signal: [] as number[] };
+  const latencies = { route: [] as number[], routeDuringStampede: [] as number[], routeAfterStampede: [] as number[], signal: [] as number[] };
+  // Wave 1's presses are still being sent: a payment's latency is counted in the stampede's share.
+  let stampeding = false;
   const inFlightPayments: Promise<void>[] = [];
   let progress: NodeJS.Timeout | undefined;
   let stopRowWatch = () => undefined as void;
@@ -455,7 +460,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       /** @returns 'retry', or the definitive answer: the route's error code ('PAID' on 200), or 'SIGNALLED' */
       const attempt = async (): Promise<string> => {
         const t0 = performance.now();
-        const took = () => latencies[viaSignal ? 'signal' : 'route'].push(performance.now() - t0);
+        const during = stampeding;
+        const took = () => {
+          const ms = performance.now() - t0;
+          latencies[viaSignal ? 'signal' : 'route'].push(ms);
+          if (!viaSignal) latencies[during ? 'routeDuringStampede' : 'routeAfterStampede'].push(ms);
+        };
         try {
           if (viaSignal) {
             await temporal.workflow.getHandle(orderId).signal(paidSignal, { paymentId, amount: options.priceMinor });
@@ -586,7 +596,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const stampedeSamples = [cpuAtStart];
     const sampling = setInterval(() => stampedeSamples.push(stackCpu()), STAMPEDE_SAMPLE_MS);
     const gate = await saleGateOf(baseUrl, sale.saleId, hardStopMs);
-    const wave1 = await pressAll({ baseUrl, presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare, 0.5) }).finally(() => clearInterval(sampling));
+    stampeding = true;
+    const wave1 = await pressAll({ baseUrl, presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: hardStopMs, onResult: onResult(options.payShare, 0.5) }).finally(() => {
+      clearInterval(sampling);
+      stampeding = false;
+    });
     stampedeSamples.push(stackCpu());
     const wave1Summary = summarize(wave1, wave1Start, Date.now(), saleStartMs, totalUnits);
     const soldOutAtMs = saleStartMs + (wave1Summary.msToSoldOut ?? wave1Summary.msToLastAccepted ?? 0);
@@ -641,7 +655,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       stagesMs: { setup: saleStartMs - runStartMs, sale: settledMs - saleStartMs, checks: Date.now() - settledMs },
       msFromStartToLastPersisted: lastPersisted.rows[0].ms === null ? null : Math.round(lastPersisted.rows[0].ms - saleStartMs),
       payments,
-      paymentLatencyMs: { route: withMax(latencies.route), signal: withMax(latencies.signal) },
+      paymentLatencyMs: {
+        route: withMax(latencies.route),
+        routeDuringStampede: withMax(latencies.routeDuringStampede),
+        routeAfterStampede: withMax(latencies.routeAfterStampede),
+        signal: withMax(latencies.signal),
+      },
       drain: {
         orders: wave1Accepted,
         msToAllFinal: msToWave1Final,
@@ -716,7 +735,7 @@ export function renderMarkdown(r: DemoResult): string {
     `Payments (the payment service pays ${Math.round(r.options.payShare * 100)}% of wave 1's orders, half by each path, and every order of wave 2 by the route), by what became of them:`,
     `- **route** (\`POST /orders/{id}/payment\`: the payment service's own call, decided by PostgreSQL from the 202 on, whether or not the order's workflow has run): ${routeLine(r.payments.route)}.`,
     `- **\`paid\` signal** (how a payment service that talks to Temporal reports a payment; it goes to the order's workflow once that has stored the order, which in a backlog is after the deadline): paid ${r.payments.signal.paid}, refused because the workflow handled it after the deadline ${r.payments.signal.handledAfterDeadline}, refused because the workflow first ran after the deadline ${r.payments.signal.workflowRanAfterDeadline} (each refused signal is a PaymentRefundRequired event).`,
-    `- retried after a 503 or a network error ${r.payments.retried} (503s ${r.payments.unavailable}, ${r.payments.unavailableWithRetryAfter} with Retry-After), given up ${r.payments.failed}. Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)}, signal ${latency(r.paymentLatencyMs.signal)}.`,
+    `- retried after a 503 or a network error ${r.payments.retried} (503s ${r.payments.unavailable}, ${r.payments.unavailableWithRetryAfter} with Retry-After), given up ${r.payments.failed}. Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)} (sent during wave 1's presses ${latency(r.paymentLatencyMs.routeDuringStampede)}, after them ${latency(r.paymentLatencyMs.routeAfterStampede)}), signal ${latency(r.paymentLatencyMs.signal)}.`,
     '',
     `Drain of wave 1: ${d.orders} orders final ${d.msToAllFinal} ms after the start, ${d.ordersPerS} orders/s; CPU per order ${d.cpuMsPerOrder.total} ms (Temporal ${d.cpuMsPerOrder.temporal}, worker ${d.cpuMsPerOrder.worker}, PostgreSQL ${d.cpuMsPerOrder.postgres}); the API process ${d.apiCpuMs} ms in all.`,
     d.baseline
