@@ -102,7 +102,7 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
     }),
     workflowStartFailures: new Counter({
       name: 'flash_sale_workflow_start_failures_total',
-      help: 'Workflow starts that failed, by cause; the entry is tried again.',
+      help: 'Workflow starts that failed, by cause; the entry is tried again (invalid_entry: set aside, never started).',
       labelNames: ['cause'] as const,
       registers: [registry],
     }),

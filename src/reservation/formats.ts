@@ -54,7 +54,7 @@ export function entryFields(o: Pick<OrderInput, 'orderId'>): string[] {
   return ['orderId', o.orderId, 'terms'];
 }
 
-/** Thrown for an entry without the fields entryFields writes; it stays pending (nothing can start it). */
+/** Thrown for an entry without the fields entryFields writes: nothing can start it (the starter sets it aside). */
 export class InvalidEntry extends Error {}
 
 /**

@@ -152,6 +152,26 @@ export class StartQueue {
   }
 
   /**
+   * Moves an entry no starter can start (InvalidEntry: a field missing, or written by a version of another format)
+   * out of the queue: copied to its shard's `<shard tag>:accepted:invalid` stream with its entry id, then
+   * acknowledged and deleted, in one MULTI. Left in the queue it would be claimed and refused again at every
+   * sweep, for as long as its sale is recent; set aside, it waits for an operator (docs/operations.md).
+   */
+  async setAside(saleId: number, [entryId, fields]: RawEntry): Promise<void> {
+    const keys = await this.streams(saleId);
+    const { shard, id } = splitId(entryId);
+    const key = keys[shard];
+    const replies = await this.redis
+      .multi()
+      .xadd(`${key}:invalid`, '*', 'entryId', id, ...(fields ?? []))
+      .xack(key, STARTER_GROUP, id)
+      .xdel(key, id)
+      .exec();
+    const failed = replies?.find(([err]) => err);
+    if (failed) throw failed[0];
+  }
+
+  /**
    * @returns entries still to be started over the sale's shards (pending with a starter or not yet read) and
    *   the age of the oldest one in ms, from its entry id's Redis time (null when the queues are empty)
    */

@@ -304,12 +304,16 @@ export class Starter {
       }
       if (raw.length < free) raw.push(...(await this.deps.queue.read(saleId, this.deps.consumer, free - raw.length)));
       for (const entry of raw) {
+        let order;
         try {
-          this.launch(saleId, parseEntry(saleId, entry));
+          order = parseEntry(saleId, entry);
         } catch (err) {
           this.deps.onFailure(classify(err));
-          this.deps.log.error({ err, saleId }, 'start queue entry cannot be started; it stays pending');
+          this.deps.log.error({ err, saleId }, 'start queue entry cannot be started; set aside in its shard\'s accepted:invalid stream');
+          await this.deps.queue.setAside(saleId, entry);
+          continue;
         }
+        this.launch(saleId, order);
       }
       state.intervalMs = raw.length ? MIN_POLL_MS : Math.min(MAX_POLL_MS, state.intervalMs * 2);
       state.lastPollAt = now;

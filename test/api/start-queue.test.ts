@@ -20,6 +20,7 @@ import { startChild } from '../../tools/shared/processes';
 import { claimMember } from '../../src/reservation/formats';
 import { saleKeys, shardKeys } from '../../src/reservation/layout';
 import { STARTER_GROUP } from '../../src/reservation/startQueue';
+import { newOrderId } from '../../src/order/id';
 import { startOrderWorkflow } from '../../src/temporal';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker } from '../../src/worker/main';
@@ -195,6 +196,24 @@ test('a start whose answer never came back counts as done: the next start finds 
   await until('the entry acknowledged', async () => (await clients.redis.xlen(saleKeys(sale.saleId).startQueue)) === 0);
   expect(await metric(call, /^flash_sale_workflow_starts_total\{result="already_started"\} (\d+)$/m)).toBe(1);
   expect(await settledAudit(config, clients, temporal, sale.saleId, [order.orderId])).toEqual([]);
+});
+
+test('an entry no starter can start (no unit in its terms: a previous version wrote it) is set aside once, and the orders around it start', async () => {
+  const sale = await createTestSale(clients, { quantities: [3], paymentWindowMs: 60_000 });
+  const keys = saleKeys(sale.saleId);
+  const terms = (userId: string) => `${sale.items[0].itemId}|${userId}|${Date.now()}|${sale.items[0].priceMinor}|60000`;
+  const poison = await clients.redis.xadd(keys.startQueue, '*', 'orderId', randomUUID(), 'terms', terms(`old-format-${run}`));
+  const order = { orderId: newOrderId(sale.saleId), saleId: sale.saleId, itemId: sale.items[0].itemId, userId: `after-poison-${run}`, priceMinor: sale.items[0].priceMinor, paymentWindowMs: 60_000, reservedAtMs: Date.now() };
+  await reserveUnit(clients, order);
+
+  await api();
+  await until('the queue emptied', async () => (await clients.redis.xlen(keys.startQueue)) === 0);
+  const aside = await clients.redis.xrange(`${keys.startQueue}:invalid`, '-', '+');
+  expect(aside.map(([, fields]) => fields.slice(0, 4))).toEqual([['entryId', poison, 'orderId', expect.any(String)]]);
+  expect(await clients.redis.xpending(keys.startQueue, STARTER_GROUP)).toEqual([0, null, null, null]);
+  // The valid order behind it started (this process's metrics also count other sales' leftovers: not read here).
+  await temporal.workflow.getHandle(order.orderId).describe();
+  await clients.redis.del(`${keys.startQueue}:invalid`);
 });
 
 describe('a private Redis with AOF and appendfsync always, SIGKILLed right after its 202s', () => {
