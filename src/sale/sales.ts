@@ -7,6 +7,12 @@ import { z } from 'zod';
 import { inTransaction } from '../db';
 import { liveOrders } from '../order/store';
 import { MAX_SHARDS } from '../reservation/layout';
+
+/**
+ * Units a sale may hold in all: each is one entry of a Redis list (about 5 bytes) that a load stages, at about
+ * 1.2 s per million on a 2-core machine (docs/performance.md, unit slots).
+ */
+export const MAX_SALE_UNITS = 1_000_000;
 import { RebuildUnderWay, StockLoader } from '../reservation/loading';
 import type { ReservationStore } from '../reservation/store';
 
@@ -28,7 +34,7 @@ export const SaleInput = z
           productId: z.string().min(1).max(100).regex(LABEL, 'no control characters'),
           /** What buyers read on the sale page; the productId when absent. */
           name: z.string().min(1).max(200).regex(LABEL, 'no control characters').optional(),
-          quantity: z.number().int().min(0).max(10_000_000),
+          quantity: z.number().int().min(0).max(MAX_SALE_UNITS),
           priceMinor: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
           currency: z.string().regex(/^[A-Z]{3}$/).default('EUR'),
           /** Stock shards of a hot item, each on its own Redis Cluster master (src/reservation/layout.ts); 1 when absent. */
@@ -42,6 +48,7 @@ export const SaleInput = z
   .refine((s) => Date.parse(s.endsAt) > Date.parse(s.startsAt), { message: 'endsAt must be after startsAt', path: ['endsAt'] })
   // An offset can push 9999-12-31 into year 10000 in UTC, which RFC 3339 (and our replies) cannot write.
   .refine((s) => Date.parse(s.endsAt) < LAST_RFC3339_MS, { message: 'endsAt must be before 10000-01-01T00:00:00Z', path: ['endsAt'] })
+  .refine((s) => s.items.reduce((n, i) => n + i.quantity, 0) <= MAX_SALE_UNITS, { message: `the items' quantities add up to at most ${MAX_SALE_UNITS}`, path: ['items'] })
   .refine((s) => new Set(s.items.map((i) => i.productId)).size === s.items.length, {
     message: 'productId must be unique within a sale',
     path: ['items'],

@@ -82,6 +82,8 @@ describe('POST /api/admin/sales with a bad body → 400 INVALID_BODY (shape) or 
     ['fractional quantity', () => ({ ...good(), items: [{ productId: 'x', quantity: 1.5, priceMinor: 1 }] }), 400, 'INVALID_BODY'],
     ['price as a string', () => ({ ...good(), items: [{ productId: 'x', quantity: 1, priceMinor: '10' }] }), 400, 'INVALID_BODY'],
     ['duplicate productId', () => ({ ...good(), items: [{ productId: 'x', quantity: 1, priceMinor: 1 }, { productId: 'x', quantity: 2, priceMinor: 1 }] }), 422, 'INVALID_SALE'],
+    ['one item past the units a sale may hold', () => ({ ...good(), items: [{ productId: 'x', quantity: 1_000_001, priceMinor: 1 }] }), 400, 'INVALID_BODY'],
+    ['items within bounds adding up past them', () => ({ ...good(), items: [{ productId: 'x', quantity: 600_000, priceMinor: 1 }, { productId: 'y', quantity: 400_001, priceMinor: 1 }] }), 422, 'INVALID_SALE'],
     ['lower-case currency', () => ({ ...good(), items: [{ productId: 'x', quantity: 1, priceMinor: 1, currency: 'eur' }] }), 400, 'INVALID_BODY'],
     ['unknown field', () => ({ ...good(), stock: 5 }), 400, 'INVALID_BODY'],
     ['empty name', () => ({ ...good(), name: '' }), 400, 'INVALID_BODY'],
