@@ -318,7 +318,7 @@ pg_start() {
     "rm -rf .local/pg (drops the local data), or set PG_BINDIR=/usr/lib/postgresql/$have/bin"
   # -W: do not wait here; pg_wait polls, so the other services start meanwhile.
   as_pg "$PG_BIN/pg_ctl" -D "$PGDATA_DIR" -l "$PG_LOG" -W \
-    -o "-c listen_addresses=$HOST -p $PGPORT -c unix_socket_directories='$PG_SOCKET_DIR'" start >/dev/null 9>&- ||
+    -o "-c listen_addresses=$HOST -p $PGPORT -c unix_socket_directories='$PG_SOCKET_DIR' -c max_connections=$PG_MAX_CONNECTIONS" start >/dev/null 9>&- ||
     die "pg_ctl start failed" "$PG_LOG" "read the log, fix the cause, run up again"
 }
 

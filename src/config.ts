@@ -93,7 +93,11 @@ const fields = z.object({
   /** Client certificate and key, for a server that asks for one. */
   PGSSLCERT: readableFile.optional(),
   PGSSLKEY: readableFile.optional(),
-  PG_POOL_MAX: z.coerce.number().int().min(1).max(500).default(20),
+  /**
+   * Connections per process. A payment holds one for a round trip, which on a busy machine lasts as long as the
+   * process takes to read the answer: a burst needs about payments/s × that time (docs/operations.md).
+   */
+  PG_POOL_MAX: z.coerce.number().int().min(1).max(500).default(50),
 
   REDIS_HOST: z.string().min(1).default('127.0.0.1'),
   REDIS_PORT: port(6379),

@@ -15,7 +15,7 @@ import { buyerAuth, buyerAuthenticator, staticBearer, type BuyerState } from './
 import type { AppDeps } from './deps';
 import { isUnavailable, reply, type ErrorCode } from './errors';
 import { metricsHandler, openApiDocument, readinessHandler } from './routes/ops';
-import { devPaymentHandler, getOrderHandler, paymentHandler } from './routes/orders';
+import { devPaymentHandler, getOrderHandler, paymentHandler, paymentMetrics } from './routes/orders';
 import { purchaseHandler, purchaseMetrics, soldOutAnswer } from './routes/purchase';
 import { RateLimits, replyRateLimited } from './rateLimits';
 import { SaleGates } from './saleGate';
@@ -111,7 +111,7 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
     .get('/api/flash-sales/sales/:saleId', saleViewHandler(deps, gates))
     .get('/api/flash-sales/time', serverTimeHandler())
     .get('/api/flash-sales/orders/:orderId', rateLimited(limits, 'ip'), buyer, rateLimited(limits, 'buyer'), getOrderHandler(deps))
-    .post('/api/flash-sales/orders/:orderId/payment', paymentService, json, paymentHandler(deps))
+    .post('/api/flash-sales/orders/:orderId/payment', paymentMetrics(deps, replyToError), paymentService, json, paymentHandler(deps))
     .post('/api/admin/sales', admin, saleJson, createSaleHandler(deps))
     .get('/api/admin/sales/:saleId', admin, getSaleHandler(deps))
     .post('/api/admin/sales/:saleId/stock', admin, loadStockHandler(deps))

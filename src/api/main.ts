@@ -25,6 +25,8 @@ import { createStarter } from '../starter/starter';
 import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
 
 const DRAIN_MS = 10_000;
+/** Connections the kernel holds for the API before it accepts them (listen backlog). */
+const ACCEPT_BACKLOG = 4096;
 
 export interface RunningApi {
   server: Server;
@@ -70,6 +72,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   const metrics = createMetrics(
     () => soldOut.size,
     () => starter?.depths() ?? Promise.resolve(new Map()),
+    pool,
   );
   const starter = config.STARTER_IN_API
     ? createStarter(
@@ -95,7 +98,10 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     metrics,
     starter: starter ?? { notice: () => undefined },
   });
-  const server = app.listen(config.API_PORT, config.API_HOST);
+  // A burst of new connections (payment notifications, buyers arriving at the sale's start) waits in the
+  // kernel's accept queue while the event loop is busy; Node's default of 511 drops the excess, and each dropped
+  // SYN costs its client a second before it retries. The kernel caps this at net.core.somaxconn.
+  const server = app.listen({ port: config.API_PORT, host: config.API_HOST, backlog: ACCEPT_BACKLOG });
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     // As Node's own handler: nothing to answer on a reset or already closed socket.
     if (err.code === 'ECONNRESET' || !socket.writable) socket.destroy();

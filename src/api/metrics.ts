@@ -2,6 +2,7 @@
  * Prometheus metrics (prom-client) served on /metrics: purchase outcomes, latency, reservations, sold-out flags,
  * and the start queues: entries waiting per sale, the oldest one's age, workflow starts and their failures.
  */
+import type { Pool } from 'pg';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 // SOLD_OUT answers held back before they are handed to prom-client in one go.
@@ -10,11 +11,15 @@ const DEFERRED_MAX = 4096;
 /** Entries still to be started per sale id, and the oldest one's age in ms (null when empty). */
 export type QueueDepths = () => Promise<Map<number, { waiting: number; oldestAgeMs: number | null }>>;
 
+/** The PostgreSQL pool's counts, as pg's Pool reports them. */
+export type PoolCounts = Pick<Pool, 'totalCount' | 'idleCount' | 'waitingCount'>;
+
 /**
  * @param soldOutCount reads the number of items flagged sold out in this process
  * @param queueDepths reads the start queues of the sales this process's starter watches (at each scrape)
+ * @param pool the PostgreSQL pool whose connections and waiting queries are read at each scrape
  */
-export function createMetrics(soldOutCount: () => number, queueDepths: QueueDepths) {
+export function createMetrics(soldOutCount: () => number, queueDepths: QueueDepths, pool: PoolCounts) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
@@ -71,6 +76,18 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
     'Age of the oldest accepted order still waiting for its workflow, per sale (0 when none waits).',
     (d) => (d.oldestAgeMs ?? 0) / 1000,
   );
+  // A payment that waits for a connection waits here, not in PostgreSQL: the pool's queue is the first suspect.
+  new Gauge({
+    name: 'flash_sale_pg_pool_connections',
+    help: 'PostgreSQL pool connections of this process by state (busy, idle), and queries waiting for one (waiting).',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    collect() {
+      this.set({ state: 'busy' }, pool.totalCount - pool.idleCount);
+      this.set({ state: 'idle' }, pool.idleCount);
+      this.set({ state: 'waiting' }, pool.waitingCount);
+    },
+  });
   return {
     registry,
     purchaseOutcomes,
@@ -84,6 +101,13 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
       deferredSeconds[deferred++] = seconds;
       if (deferred === DEFERRED_MAX) flushSoldOut();
     },
+    paymentDuration: new Histogram({
+      name: 'flash_sale_payment_duration_seconds',
+      help: 'Payment route latency in the API (from its routing to the answer), by answer code (PAID or the refusal).',
+      labelNames: ['code'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
     reservations: new Counter({
       name: 'flash_sale_reservations_total',
       help: 'Units reserved in Redis (each with its start queue entry).',

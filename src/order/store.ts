@@ -111,9 +111,11 @@ export class Orders {
   /**
    * Takes a payment, decided by PostgreSQL in one statement: the order becomes PAID only while it is PENDING,
    * its deadline ahead (windowOpen) and the amount its price. An order that has no row yet (its workflow has
-   * not stored it) is stored PAID from its reservation in Redis, with its unit under the same guards as place;
-   * its workflow then finds it PAID. The same payment again is answered PAID again, even after the
-   * deadline (the payment service retries a payment whose answer it lost).
+   * not stored it) is stored PAID from its reservation in Redis, with its unit under the same guards as place,
+   * in that same statement; its workflow then finds it PAID. The same payment again is answered PAID again, even
+   * after the deadline (the payment service retries a payment whose answer it lost).
+   * One statement, not a try-update-then-insert sequence: under a burst the pool's connections are held per
+   * round trip, and each round trip waits its turn on a busy CPU (docs/performance.md, the payment route).
    * @param order the order's terms when the caller has them (its workflow); else they come from its reservation
    * @param payment amount in minor units
    * @returns PAID (`stored` when this call stored the order), or why not, each changing nothing:
@@ -122,50 +124,34 @@ export class Orders {
    *   such order
    */
   async pay(orderId: string, payment: Payment, order?: OrderInput): Promise<PayOutcome | undefined> {
+    // An order's reservation outlives the wait for its row: no row and no reservation means no such order.
+    const terms = order ?? (await this.reserved(orderId));
     for (;;) {
-      // The statement that decides: windowOpen, paysPrice's rule as `price_minor = $3`, and the payment recorded
-      // as taken, which fails the whole statement when its paymentId paid another order.
-      let paid;
+      let decided;
       try {
-        paid = await this.pool.query<{ paid: number }>(
-          `WITH paid AS (
-             UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
-             WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} AND price_minor = $3 RETURNING id
-           ), taken AS (
-             INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $2, id, $3 FROM paid
-           )
-           SELECT count(*)::int AS paid FROM paid`,
-          [orderId, payment.paymentId, payment.amount],
-        );
+        decided = await this.payOrStore(orderId, payment, terms);
       } catch (err) {
         if (isPaymentUsed(err)) return { error: 'PAYMENT_ID_USED' };
-        throw err;
+        if (!terms || !refusal(err)) throw err;
+        // PostgreSQL refused to store it live (the buyer's other live order, its unit held): place records
+        // the refusal, then decide against that row.
+        await this.place(terms);
+        continue;
       }
-      if (paid.rows[0].paid === 1) return { status: 'PAID', paymentId: payment.paymentId };
-      const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; priceMinor: number; open: boolean }>(
-        `SELECT status, payment_id AS "paymentId", price_minor::float8 AS "priceMinor", ${windowOpen('deadline_at', 'now()')} AS open FROM orders WHERE id = $1`,
-        [orderId],
-      );
-      const row = res.rows[0];
+      const { paid, stored, row } = decided;
+      if (paid) return { status: 'PAID', paymentId: payment.paymentId, ...(stored && { stored: true }) };
       if (!row) {
-        const terms = order ?? (await this.reserved(orderId));
         if (!terms) return undefined;
         if (!paysPrice(terms, payment)) return { error: 'AMOUNT_MISMATCH' };
-        const stored = await this.storePaid(terms, payment);
-        if (stored === 'stored') return { status: 'PAID', paymentId: payment.paymentId, stored: true };
-        if (stored === 'closed') return { error: 'PAYMENT_WINDOW_CLOSED' };
-        if (stored === 'used') return { error: 'PAYMENT_ID_USED' };
-        // Not stored: a row appeared meanwhile (its workflow's), or PostgreSQL refused it (the buyer's other
-        // live order, the item exhausted there), which place records; then decide against the row.
-        await this.place(terms);
+        if (!decided.termsOpen) return { error: 'PAYMENT_WINDOW_CLOSED' };
+        // A row appeared after the statement's snapshot (its workflow's, being stored): decide against it.
         continue;
       }
       // Before the replay check: a paymentId that paid, sent again with another amount, is no replay (I7).
       if (!paysPrice(row, payment)) return { error: 'AMOUNT_MISMATCH' };
       if (row.status === 'PAID' && row.paymentId === payment.paymentId) return { status: 'PAID', paymentId: payment.paymentId };
       if (row.status === 'EXPIRED' || (row.status === 'PENDING' && !row.open)) return { error: 'PAYMENT_WINDOW_CLOSED' };
-      // A payable row the UPDATE did not see was inserted between the two statements (the workflow storing
-      // the order as the payment arrived): decide again, now that it exists.
+      // A payable row the UPDATE did not take was changed between the snapshot and the UPDATE: decide again.
       if (row.status !== 'PENDING') return { error: 'ORDER_NOT_PENDING' };
     }
   }
@@ -233,32 +219,54 @@ export class Orders {
   }
 
   /**
-   * Stores an order that has no row yet as PAID, in one statement: place and pay together, so the order is
-   * never seen PENDING in between; under windowOpen and place's guards (I1, I3).
-   * @returns 'stored'; 'closed' when its deadline has passed, 'used' when its paymentId paid another order
-   *   (nothing written); 'not-stored' when it wrote nothing otherwise (a row exists, the buyer holds another
-   *   live order, or its unit is taken or none of the item's)
+   * The payment's one statement. Its parts see one snapshot: the row as it was (`current`); the UPDATE that pays a
+   * payable row; the INSERT that stores the order PAID from its terms when there was no row, its deadline ahead
+   * and the amount its price, under place's guards (I1, I3); and the payment recorded as taken, which fails the
+   * whole statement when its paymentId paid another order.
+   * @returns paid (stored: by the INSERT), the row as the statement's snapshot saw it (undefined: none), and
+   *   whether the terms' deadline is ahead by PostgreSQL's clock (false without terms)
+   * @throws pg errors: payments_pkey (paymentId used), place's refusals (refusal()) from the INSERT
    */
-  private async storePaid(order: OrderInput, payment: Payment): Promise<'stored' | 'closed' | 'used' | 'not-stored'> {
-    try {
-      const stored = await this.pool.query<{ inserted: number; open: boolean }>(
-        `WITH inserted AS (
-           INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at, stock_shard, unit, item_quantity)
-           SELECT $1, $2, $3, $4, 'PAID', $5, $6, $7, $8, $9, $10, (SELECT quantity FROM items WHERE id = $3) WHERE ${windowOpen('$8::timestamptz', 'now()')}
-           ON CONFLICT (id) DO NOTHING RETURNING id
-         ), taken AS (
-           INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $6, id, $5 FROM inserted
-         )
-         SELECT count(*)::int AS inserted, ${windowOpen('$8::timestamptz', 'now()')} AS open FROM inserted`,
-        [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, payment.paymentId, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order)), order.stockShard ?? 0, order.unit],
-      );
-      if (stored.rows[0].inserted === 1) return 'stored';
-      return stored.rows[0].open ? 'not-stored' : 'closed';
-    } catch (err) {
-      if (refusal(err)) return 'not-stored';
-      if (isPaymentUsed(err)) return 'used';
-      throw err;
-    }
+  private async payOrStore(orderId: string, payment: Payment, terms: OrderInput | undefined) {
+    const res = await this.pool.query<{ paid: number; stored: number; status: OrderStatus | null; paymentId: string | null; priceMinor: number | null; open: boolean | null; termsOpen: boolean | null }>(
+      `WITH current AS (
+         SELECT status, payment_id, price_minor, ${windowOpen('deadline_at', 'now()')} AS open FROM orders WHERE id = $1
+       ), paid AS (
+         UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
+         WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} AND price_minor = $3 RETURNING id
+       ), stored AS (
+         INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at, stock_shard, unit, item_quantity)
+         SELECT $1, $4, $5, $6, 'PAID', $7, $2, $8, $9, $10, $11, (SELECT quantity FROM items WHERE id = $5)
+         WHERE $4::int IS NOT NULL AND NOT EXISTS (SELECT 1 FROM current) AND ${windowOpen('$9::timestamptz', 'now()')} AND $7::bigint = $3
+         ON CONFLICT (id) DO NOTHING RETURNING id
+       ), taken AS (
+         INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $2, id, $3 FROM (SELECT id FROM paid UNION ALL SELECT id FROM stored) p
+       )
+       SELECT (SELECT count(*) FROM paid)::int AS paid, (SELECT count(*) FROM stored)::int AS stored, c.status,
+              c.payment_id AS "paymentId", c.price_minor::float8 AS "priceMinor", c.open,
+              ${windowOpen('$9::timestamptz', 'now()')} AS "termsOpen"
+       FROM (SELECT) one LEFT JOIN current c ON true`,
+      [
+        orderId,
+        payment.paymentId,
+        payment.amount,
+        terms?.saleId ?? null,
+        terms?.itemId ?? null,
+        terms?.userId ?? null,
+        terms?.priceMinor ?? null,
+        terms ? new Date(terms.reservedAtMs) : null,
+        terms ? new Date(paymentDeadlineMs(terms)) : null,
+        terms ? (terms.stockShard ?? 0) : null,
+        terms?.unit ?? null,
+      ],
+    );
+    const { paid, stored, status, paymentId, priceMinor, open, termsOpen } = res.rows[0];
+    return {
+      paid: paid + stored === 1,
+      termsOpen: termsOpen === true,
+      stored: stored === 1,
+      row: status === null ? undefined : { status, paymentId, priceMinor: priceMinor as number, open: open as boolean },
+    };
   }
 }
 

@@ -35,7 +35,7 @@ test.each([
   ['fewer answers than a batch (flushed by the scrape)', 7],
   ['more than one full batch (flushed when full, the rest by the scrape)', 10_000],
 ])('SOLD_OUT answers: %s → the same series as one-by-one recording', async (_name, count) => {
-  const metrics = createMetrics(() => 0, async () => new Map());
+  const metrics = createMetrics(() => 0, async () => new Map(), { totalCount: 0, idleCount: 0, waitingCount: 0 });
   const reference = oneByOne();
   // Latencies spread over every bucket and past the last one.
   const seconds = Array.from({ length: count }, (_, i) => ((i * 7919) % 3000) / 1000);

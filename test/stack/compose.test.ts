@@ -87,6 +87,10 @@ test('PostgreSQL has the stack.env role, password and database', () => {
   });
 });
 
+test('PostgreSQL takes the stack.env max_connections, as services.sh runs it', () => {
+  expect(flagValues(service('postgres').command, '-c')).toEqual([`max_connections=${stack.PG_MAX_CONNECTIONS}`]);
+});
+
 test('Redis keeps an append-only file with the stack.env fsync policy, as services.sh runs it', () => {
   expect(flagValues(service('redis').command, '--appendonly')).toEqual(['yes']);
   expect(flagValues(service('redis').command, '--appendfsync')).toEqual([stack.REDIS_APPENDFSYNC]);

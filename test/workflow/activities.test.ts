@@ -15,7 +15,7 @@ import { newOrderId } from '../../src/order/id';
 import { Orders } from '../../src/order/store';
 import { saleKeys } from '../../src/reservation/layout';
 import type { Sale } from '../../src/sale/sales';
-import { type Clients, connectClients, createTestSale, orderRow, testConfig } from '../helpers';
+import { type Clients, connectClients, createTestSale, orderRow, testConfig, until } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';
 
 const config = testConfig();
@@ -186,27 +186,27 @@ test('payOrder: PAID twice for the same payment (OrderPaid), ORDER_NOT_PENDING f
   expect(seen.filter((e) => e.type === 'OrderPaid').every((e) => e.paymentId === pid('pay-1') && e.amount === 700)).toBe(true);
 });
 
-test('payOrder racing the order’s insert (the row appears between its UPDATE and its SELECT) pays, not ORDER_NOT_PENDING', async () => {
+test('payOrder racing the order’s insert (committed while its statement waits on the row) pays, not ORDER_NOT_PENDING', async () => {
   const sale = await createTestSale(clients, { quantities: [5], priceMinor: 700 });
   const order = await reserved(sale);
-  // A pool whose first statement (payOrder's UPDATE, which finds no row) is followed by the insert, as a
-  // workflow storing the order at that moment would do.
-  let inserted = false;
-  const racing = new Proxy(clients.pool, {
-    get(target, key, receiver) {
-      if (key !== 'query') return Reflect.get(target, key, receiver);
-      return async (...args: Parameters<Pool['query']>) => {
-        const result = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
-        if (!inserted) {
-          inserted = true;
-          await new Orders(target, clients.store).place(order);
-        }
-        return result;
-      };
-    },
-  });
-  expect(await new Orders(racing, clients.store).pay(order.orderId, { paymentId: pid('racing'), amount: 700 }, order)).toEqual({ status: 'PAID', paymentId: pid('racing') });
-  expect(inserted).toBe(true);
+  // The workflow storing the order at that moment: its insert is in PostgreSQL, not committed yet, when the
+  // payment's statement runs; that statement's snapshot has no row, and its INSERT waits on the workflow's.
+  const workflow = await clients.pool.connect();
+  try {
+    await workflow.query('BEGIN');
+    await new Orders(workflow as unknown as Pool, clients.store).place(order);
+    const paying = new Orders(clients.pool, clients.store).pay(order.orderId, { paymentId: pid('racing'), amount: 700 }, order);
+    await until('the payment waiting on the uncommitted row', async () => {
+      const res = await clients.pool.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH current AS%'",
+      );
+      return res.rows[0].n === 1;
+    });
+    await workflow.query('COMMIT');
+    expect(await paying).toEqual({ status: 'PAID', paymentId: pid('racing') });
+  } finally {
+    workflow.release();
+  }
   expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'PAID', paymentId: pid('racing') });
 });
 

@@ -18,7 +18,7 @@ import { createSigner } from 'fast-jwt';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
 import type { Pool } from 'pg';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { auditSale, formatAudit, type AuditReport } from '../../src/audit';
 import { latestResult } from '../shared/benchResults';
 import { loadConfig, type Config } from '../../src/config';
@@ -323,6 +323,8 @@ async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal
 }
 
 const SALE_OPENS_IN_MS = 4000;
+/** Connections the demo's payment service keeps to the API (its client's pool; payments beyond them queue there). */
+const PAYMENT_CONNECTIONS = 128;
 const WARMUP_PRESSES = 5000;
 
 /** Signs `count` buyer tokens (HS256, 2 h) the way an identity provider would; subjects are prefix + index. */
@@ -380,7 +382,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const payments = newPaymentTally();
   // Orders paid through the signal: what became of the payment is the workflow's to decide, read at the end.
   const signalled: string[] = [];
+  // The payment service's HTTP client, as a service keeps one: keep-alive connections, at most PAYMENT_CONNECTIONS,
+  // rather than one new connection per payment in flight (a burst of those overflowed the API's accept queue).
+  const paymentService = new Agent({ connections: PAYMENT_CONNECTIONS, keepAliveTimeout: 60_000 });
   const latencies = { route: [] as number[], routeDuringStampede: [] as number[], routeAfterStampede: [] as number[], signal: [] as number[] };
+  // Every payment attempt as the payment service saw it, kept beside the report (payments.jsonl): its send time
+  // lines it up with the API's log and metrics when a latency needs explaining.
+  const attempts: { orderId: string; path: 'route' | 'signal'; sentAtMs: number; ms: number; status: number }[] = [];
   // Wave 1's presses are still being sent: a payment's latency is counted in the stampede's share.
   let stampeding = false;
   const inFlightPayments: Promise<void>[] = [];
@@ -460,9 +468,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       /** @returns 'retry', or the definitive answer: the route's error code ('PAID' on 200), or 'SIGNALLED' */
       const attempt = async (): Promise<string> => {
         const t0 = performance.now();
+        const sentAtMs = Date.now();
         const during = stampeding;
-        const took = () => {
+        const took = (status = 0) => {
           const ms = performance.now() - t0;
+          attempts.push({ orderId, path: viaSignal ? 'signal' : 'route', sentAtMs, ms: Math.round(ms * 10) / 10, status });
           latencies[viaSignal ? 'signal' : 'route'].push(ms);
           if (!viaSignal) latencies[during ? 'routeDuringStampede' : 'routeAfterStampede'].push(ms);
         };
@@ -473,12 +483,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
             return 'SIGNALLED';
           }
           const res = await request(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
+            dispatcher: paymentService,
             method: 'POST',
             headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },
             body: JSON.stringify({ paymentId, amount: options.priceMinor }),
           });
           const body = (await res.body.json().catch(() => ({}))) as { error?: string };
-          took();
+          took(res.statusCode);
           if (res.statusCode === 503) {
             payments.unavailable += 1;
             if (res.headers['retry-after'] !== undefined) payments.unavailableWithRetryAfter += 1;
@@ -632,9 +643,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     await waitAllFinal(accepted.length);
     clearInterval(progress);
     payments.signal = await signalFates(pool, signalled);
-    // Kept beside the report: every Core metric of the worker's run, for what the report does not summarize.
+    // Kept beside the report: the worker's Core metrics and the API's, for what the report does not summarize.
     const workerMetrics = await (await fetch(`http://127.0.0.1:${workerMetricsPort}/metrics`)).text();
     writeFileSync(join(dir, 'worker-metrics.prom'), workerMetrics);
+    writeFileSync(join(dir, 'api-metrics.prom'), await (await fetch(`${baseUrl}/metrics`)).text());
+    writeFileSync(join(dir, 'payments.jsonl'), attempts.map((a) => JSON.stringify(a)).join('\n') + '\n');
     const taskMetrics = workerTaskMetrics(workerMetrics);
 
     const settledMs = Date.now();
@@ -690,7 +703,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     stopRowWatch();
     await Promise.allSettled(inFlightPayments);
     await Promise.allSettled(children.map((c) => c.stop()));
-    await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
+    await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close(), paymentService.close()]);
   }
 }
 

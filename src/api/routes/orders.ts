@@ -7,12 +7,12 @@
  * POST /api/dev/orders/{orderId}/payment          development only (the sale page's "Pay"): the buyer pays their
  *      own order in full through the same path, with paymentId `dev-<orderId>`; not mounted in production.
  */
-import type { Context } from 'koa';
+import type { Context, Next } from 'koa';
 import { z } from 'zod';
 import { isOrderId, PAYMENT_ID, type Payment } from '../../order/types';
 import type { BuyerState } from '../auth';
 import type { AppDeps } from '../deps';
-import { reply } from '../errors';
+import { reply, type AnsweredState, type ErrorCode } from '../errors';
 
 const PaymentBody = z.object({ paymentId: z.string().regex(PAYMENT_ID, 'printable ASCII, 1-200 characters'), amount: z.number().int().min(0) }).strict();
 
@@ -69,4 +69,22 @@ async function takePayment({ orders, workflows, log }: AppDeps, ctx: Context, or
     workflows.signalPaid(orderId, payment).catch((err: unknown) => log.warn({ err: (err as Error).message, orderId }, 'paid signal not delivered; the workflow settles at its deadline'));
   }
   ctx.body = { orderId, status: 'PAID', paymentId: result.paymentId };
+}
+
+/**
+ * Middleware before the payment route's credential check: records every answer's latency under its code (PAID,
+ * or the refusal's) in flash_sale_payment_duration_seconds, and answers what the route throws as the app does
+ * (replyToError), so that a 503 is counted as one.
+ */
+export function paymentMetrics({ metrics }: Pick<AppDeps, 'metrics'>, replyToError: (ctx: Context, err: unknown) => ErrorCode) {
+  return async function countPayment(ctx: Context, next: Next): Promise<void> {
+    const startedAt = performance.now();
+    try {
+      await next();
+    } catch (err) {
+      replyToError(ctx, err);
+    }
+    const code = (ctx.state as AnsweredState).outcome ?? (ctx.status === 200 ? 'PAID' : 'INTERNAL_ERROR');
+    metrics.paymentDuration.labels(code).observe((performance.now() - startedAt) / 1000);
+  };
 }
