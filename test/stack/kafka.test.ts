@@ -1,8 +1,8 @@
 /**
  * Kafka as scripts/services.sh runs it: the orders topic (stack.env's and the suites') exists with its partitions,
  * a message produced with acks from all replicas comes back to a fresh consumer group, and a topic nobody created
- * stays uncreated
- * (auto.create.topics.enable=false: a typo in a topic name must fail loudly).
+ * stays uncreated (auto.create.topics.enable=false: a typo in a topic name must fail loudly), and the pinned
+ * kafkajs, patched at install, leaves no timer spinning while idle.
  */
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel, Partitioners, type Admin, type Consumer, type Producer } from 'kafkajs';
@@ -84,4 +84,26 @@ test('producing to a topic that was never created fails, and does not create it'
     await eager.disconnect();
   }
   expect(await admin.listTopics()).not.toContain(missing);
+});
+
+test('an idle kafkajs client arms no timer with a negative delay (patches/kafkajs+2.2.4.patch, kafkajs#1751)', async () => {
+  // Unpatched, each broker connection's request queue re-armed a check every 1 ms while it had nothing pending
+  // (a negative delay that Node clamps to 1 ms, with a TimeoutNegativeWarning): a spin in every process.
+  const negative: number[] = [];
+  const realSetTimeout = global.setTimeout;
+  const counting = ((callback: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    if (ms !== undefined && ms < 0) negative.push(ms);
+    return realSetTimeout(callback, ms, ...args);
+  }) as typeof setTimeout;
+  global.setTimeout = Object.assign(counting, realSetTimeout);
+  const idle = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false });
+  try {
+    await idle.connect();
+    await idle.send({ topic, acks: -1, messages: [{ key: randomUUID(), value: '{"test":"idle"}' }] });
+    await new Promise((resolve) => realSetTimeout(resolve, 300));
+  } finally {
+    global.setTimeout = realSetTimeout;
+    await idle.disconnect();
+  }
+  expect(negative).toEqual([]);
 });
