@@ -1,6 +1,7 @@
 /**
  * Activities of orderWorkflow: thin, typed, built from injected clients. Each is one transition of the order
- * (src/order/store.ts, the only code that writes an order's state) followed by its event on Kafka. The
+ * (src/order/store.ts, the only code that writes an order's state) followed by its event on Kafka, or the
+ * compensation that gives an unsold unit back to Redis stock (releaseUnit, src/reservation/store.ts). The
  * workflow runs them as local activities, so each may run more than once, and inside a workflow task the
  * server may refuse: each is idempotent (I5) and follows PostgreSQL's word rather than the workflow's, so a
  * re-run can only repeat what PostgreSQL already decided. PostgreSQL constraint violations are business
@@ -10,12 +11,14 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { isConstraintViolation } from '../db';
 import { orderEvent, type OrderEvent } from '../order/events';
 import type { EventPublisher } from '../order/publisher';
-import type { Orders, Outcome } from '../order/store';
-import type { OrderInput, PayResult, Payment } from '../order/types';
+import type { Orders } from '../order/store';
+import type { OrderInput, Outcome, PayResult, Payment } from '../order/types';
+import type { ReservationStore } from '../reservation/store';
 
 export interface ActivityDeps {
   orders: Orders;
   events: EventPublisher;
+  reservations: Pick<ReservationStore, 'release'>;
 }
 
 /** Where an order stands, as PostgreSQL holds it; PENDING while its deadline is still ahead. */
@@ -35,12 +38,12 @@ async function classified<T>(work: () => Promise<T>): Promise<T> {
 const notFound = (order: OrderInput) => ApplicationFailure.nonRetryable(`order ${order.orderId} has no row`, 'ORDER_NOT_FOUND');
 
 /** @returns the activity functions registered on the worker */
-export function createActivities({ orders, events }: ActivityDeps) {
+export function createActivities({ orders, events, reservations }: ActivityDeps) {
   const event = (type: OrderEvent['type'], order: OrderInput, extra: Parameters<typeof orderEvent>[3] = {}) => orderEvent(type, order, new Date(), extra);
 
   return {
     /**
-     * Places the order (Orders.place: PENDING and counted in `sold`, I1, I3; or REJECTED), then publishes
+     * Places the order (Orders.place: PENDING holding its unit, I1, I3; or REJECTED), then publishes
      * OrderPlaced. A retry, or a row the payment route stored first, returns the stored status.
      */
     async placeOrder(order: OrderInput): Promise<Settled> {
@@ -64,7 +67,8 @@ export function createActivities({ orders, events }: ActivityDeps) {
 
     /**
      * Settles the order once its deadline has passed by atMs, or once PostgreSQL holds it final
-     * (Orders.settle: compensation for an unpaid one, its unit back, I4), then publishes its final event.
+     * (Orders.settle: an unpaid one EXPIRED), then publishes its final event. Its unit is not back yet: that
+     * is releaseUnit, the workflow's next step.
      * @param atMs the workflow's clock (ms since the epoch), at or after the deadline when its timer fired
      * @returns PENDING, changing nothing, while the deadline is after atMs
      * @throws non-retryable ORDER_NOT_FOUND when the order has no row
@@ -79,11 +83,19 @@ export function createActivities({ orders, events }: ActivityDeps) {
       return outcome;
     },
 
-    /** For an order PostgreSQL would not store at all: Orders.rejectUnstored (its unit back), then OrderRejected. */
+    /** For an order PostgreSQL would not store at all: OrderRejected; its unit goes back in releaseUnit. */
     async rejectUnstored(order: OrderInput, reason: string): Promise<Settled> {
-      const rejected = await orders.rejectUnstored(order, reason);
       await events.publish(event('OrderRejected', order, { reason }));
-      return rejected;
+      return { status: 'REJECTED', reason };
+    },
+
+    /**
+     * The compensation (I2, I4): releases the order's reservation, its unit back in stock when unitBack
+     * (compensationFor says which). Idempotent (I5): a second run finds the reservation gone and frees nothing.
+     * @throws ioredis ReplyError SHARD_NOT_LOADED while a shard lost its data (retried until it is rebuilt)
+     */
+    async releaseUnit(order: OrderInput, unitBack: boolean): Promise<void> {
+      await reservations.release(order, !unitBack);
     },
 
     /** Publishes one event (a retry may publish it twice; its eventId lets consumers drop the copy). */

@@ -3,25 +3,27 @@
  * method here, one PostgreSQL statement each under its guards, none of which writes a row that another order
  * writes too (docs/design.md, "Unit slots"): I1 is the unit each live order holds, unique among the item's live
  * orders (orders_live_unit) and one of the item's units 1..quantity (orders_live_unit_of_item, with the quantity
- * the order copies from its item, which orders_item_quantity ties to it); I3 the one-live-order index. The
- * unit goes back to Redis stock where the transition frees it. Acceptance is the reservation itself
- * (lua/reserve.lua, src/reservation/store.ts); from then on the workflow's activities and the payment route
- * change an order only through this class.
+ * the order copies from its item, which orders_item_quantity ties to it); I3 the one-live-order index. This
+ * class writes PostgreSQL only: giving a unit back to Redis stock is the workflow's compensation step
+ * (`compensationFor`, src/order/types.ts). Acceptance is the reservation itself (lua/reserve.lua,
+ * src/reservation/store.ts), whose terms it reads through `ReservationTerms`; from then on the workflow's
+ * activities and the payment route change an order only through this class.
  *
  * Every write is idempotent (I5): a retried activity finds its earlier effect and returns the same answer.
  * Business outcomes (unit taken, buyer already holds a live order, payment refused) are answers, not
  * errors. PostgreSQL decides payment against deadline (docs/design.md): `windowOpen` is that rule.
  */
 import type { Pool } from 'pg';
-import type { ReservationStore } from '../reservation/store';
 import { saleOfOrder } from './id';
-import { paymentDeadlineMs, paysPrice, type Order, type OrderInput, type OrderStatus, type PayResult, type Payment } from './types';
+import { paymentDeadlineMs, paysPrice, type Order, type OrderInput, type OrderStatus, type Outcome, type PayResult, type Payment } from './types';
 
-/** What PostgreSQL holds of an order once a transition has run. */
-export interface Outcome {
-  status: OrderStatus;
-  paymentId?: string;
-  reason?: string;
+/**
+ * Where an accepted order's terms are read while it has no row: its reservation (src/reservation/store.ts,
+ * ReservationStore, implements it).
+ */
+export interface ReservationTerms {
+  /** @returns the order's terms from its reservation in the sale, or undefined when it holds none */
+  findReservation(saleId: number, orderId: string): Promise<OrderInput | undefined>;
 }
 
 /** A payment's outcome; `stored` when this payment also stored the order (its workflow had not yet). */
@@ -76,7 +78,7 @@ const isPaymentUsed = (err: unknown) => constraintOf(err) === 'payments_pkey';
 export class Orders {
   constructor(
     private readonly pool: Pool,
-    private readonly reservations: ReservationStore,
+    private readonly reservations: ReservationTerms,
   ) {}
 
   /**
@@ -158,10 +160,9 @@ export class Orders {
 
   /**
    * Settles an order once its deadline has passed by atMs, or once PostgreSQL holds it final: an unpaid one
-   * becomes EXPIRED in one statement on its own row (its unit is free in PostgreSQL once it is no longer live),
-   * and its unit goes back to Redis stock (compensation, I4); a REJECTED one's unit goes back, unless PostgreSQL
-   * refused it because another live order holds that unit; a PAID one keeps its unit. Each step has one effect
-   * however often it runs (I5).
+   * becomes EXPIRED in one statement on its own row (its unit is free in PostgreSQL once it is no longer live);
+   * any other is read as it is. Giving the unit back to Redis is the caller's next step (compensationFor).
+   * One effect however often it runs (I5).
    * @param atMs the workflow's clock (ms since the epoch), at or after the deadline when its timer fired
    * @returns the final outcome with the price (minor units); PENDING, changing nothing, while the deadline is
    *   after atMs; undefined when there is no such row
@@ -179,15 +180,7 @@ export class Orders {
     );
     const row = res.rows[0];
     if (!row) return undefined;
-    // A SOLD_OUT refusal names a unit another live order holds (place): that unit stays out of Redis stock.
-    if (row.status === 'EXPIRED' || row.status === 'REJECTED') await this.reservations.release(order, row.status === 'REJECTED' && row.reason === 'SOLD_OUT');
     return { ...outcome(row.status, row.paymentId, row.reason), priceMinor: row.priceMinor };
-  }
-
-  /** Rejects an order PostgreSQL would not store at all: its unit goes back to Redis stock. */
-  async rejectUnstored(order: OrderInput, reason: string): Promise<Outcome> {
-    await this.reservations.release(order);
-    return { status: 'REJECTED', reason };
   }
 
   /**

@@ -5,6 +5,25 @@
 
 export type OrderStatus = 'PENDING' | 'PAID' | 'EXPIRED' | 'REJECTED';
 
+/** What PostgreSQL holds of an order once a transition has run. */
+export interface Outcome {
+  status: OrderStatus;
+  paymentId?: string;
+  reason?: string;
+}
+
+/**
+ * The compensation an outcome calls for (I2, I4): none while the order is live (PENDING, PAID); for EXPIRED and
+ * REJECTED its reservation is released, the unit back in stock, unless PostgreSQL refused the order because
+ * another live order holds that unit (REJECTED SOLD_OUT): Redis must not hand that unit out again.
+ * @returns undefined when there is nothing to compensate
+ */
+export function compensationFor(outcome: Pick<Outcome, 'status' | 'reason'>): { unitBack: boolean } | undefined {
+  if (outcome.status === 'EXPIRED') return { unitBack: true };
+  if (outcome.status === 'REJECTED') return { unitBack: outcome.reason !== 'SOLD_OUT' };
+  return undefined;
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 /** @returns whether text is a lower-case RFC 9562 UUID, the only form our order ids take */

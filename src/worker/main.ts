@@ -59,12 +59,13 @@ export async function startWorker(
     await pool.end();
     throw err;
   }
+  const reservations = new ReservationStore(redis, new SaleLayouts(pool));
   const worker = await Worker.create({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...bundle,
-    activities: { ...extraActivities, ...createActivities({ orders: new Orders(pool, new ReservationStore(redis, new SaleLayouts(pool))), events }) },
+    activities: { ...extraActivities, ...createActivities({ orders: new Orders(pool, reservations), events, reservations }) },
     maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
     maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
     maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,

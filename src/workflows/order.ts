@@ -1,7 +1,8 @@
 /**
  * orderWorkflow, one execution per accepted order (workflow id = orderId), keeps the 202's promise (I4):
- * place the order, wait for payment until the deadline the buyer was shown, settle: PAID, or EXPIRED with its
- * unit back in stock (compensation). An order PostgreSQL will not store ends REJECTED with its unit back.
+ * place the order; wait for payment until the deadline the buyer was shown; settle: PAID, or EXPIRED; then, if
+ * unsold, the compensation as a step of its own (releaseUnit: its unit back in stock). An order PostgreSQL will
+ * not store ends REJECTED, then compensated the same way.
  *
  * PostgreSQL decides payment against deadline, not this workflow: a payment (update `pay`, signal `paid`, or
  * the payment route, which writes PostgreSQL itself) needs the order PENDING with its deadline ahead by
@@ -9,16 +10,21 @@
  * wins and the workflow follows the row, so a local activity replayed after the server refused its workflow
  * task (a signal landed meanwhile) repeats only what PostgreSQL decided, with one effect (I5).
  */
-import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, patched, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities, Settled } from '../activities';
 import { orderEvent } from '../order/events';
-import { PAYMENT_ID, paymentDeadlineMs, paysPrice, type OrderInput, type Order, type PayResult, type Payment } from '../order/types';
+import { compensationFor, PAYMENT_ID, paymentDeadlineMs, paysPrice, type OrderInput, type Order, type PayResult, type Payment } from '../order/types';
 import { OrderStatusKey, paidSignal, payUpdate, statusQuery } from './definitions';
 
 const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
 const local = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry });
 
 const MAX_PAYMENT_ID = 200;
+/**
+ * Histories recorded before the compensation became its own step released the unit inside settleOrder and
+ * rejectUnstored: replayed, they take the old path, which has no step to add.
+ */
+const COMPENSATION_STEP = 'compensation-step';
 /** Wait before settling again when PostgreSQL's clock has not reached the deadline yet (clocks of two hosts). */
 const SETTLE_AGAIN_MS = 1000;
 
@@ -90,6 +96,8 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
   placed = placing.placed;
   if (placed.status === 'PENDING') await waitForPayment(deadlineMs, () => settled !== undefined);
   settled ??= placing.final ? placed : await settle(order);
+  const compensation = compensationFor(settled);
+  if (compensation && patched(COMPENSATION_STEP)) await local.releaseUnit(order, compensation.unitBack);
   upsertSearchAttributes([{ key: OrderStatusKey, value: settled.status }]);
 
   await condition(allHandlersFinished);
@@ -101,18 +109,21 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
 }
 
 /**
- * Places the order: stored PENDING and counted in its item's `sold`, PAID when the payment route stored it
- * first, or REJECTED by PostgreSQL (sold out there, or the buyer holds another live order).
- * @returns what PostgreSQL holds; final when PostgreSQL refused to store the order at all, whose unit is then
- *   back already (there is nothing left to settle)
+ * Places the order: stored PENDING holding its unit, PAID when the payment route stored it first, or REJECTED
+ * by PostgreSQL (its unit held by another live order, or the buyer holds another live order).
+ * @returns what PostgreSQL holds; final when PostgreSQL refused to store the order at all (nothing to settle;
+ *   its unit goes back in the compensation step)
  */
 async function place(order: OrderInput): Promise<{ placed: Settled; final: boolean }> {
   try {
     return { placed: await local.placeOrder(order), final: false };
   } catch (err) {
     // PostgreSQL refused the row itself (a constraint the order cannot meet): nothing holds the unit but Redis.
-    if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable)) throw err;
-    return { placed: await local.rejectUnstored(order, err.cause.type ?? 'CONSTRAINT_VIOLATION'), final: true };
+    // A local activity's failure reaches the workflow as the activity threw it, without an ActivityFailure
+    // around it (SDK 1.24; test/workflow/order.unit.test.ts), a scheduled activity's inside one.
+    const failure = err instanceof ActivityFailure ? err.cause : err;
+    if (!(failure instanceof ApplicationFailure && failure.nonRetryable)) throw err;
+    return { placed: await local.rejectUnstored(order, failure.type ?? 'CONSTRAINT_VIOLATION'), final: true };
   }
 }
 
@@ -127,8 +138,8 @@ async function waitForPayment(deadlineMs: number, paid: () => boolean): Promise<
 }
 
 /**
- * Settles the order as PostgreSQL decides: PAID (OrderPaid), or past its deadline EXPIRED, its unit back in
- * stock (compensation, OrderExpired). Tried again while PostgreSQL's clock has not reached the deadline.
+ * Settles the order as PostgreSQL decides: PAID (OrderPaid), or past its deadline EXPIRED (OrderExpired; its
+ * unit goes back in the compensation step). Tried again while PostgreSQL's clock has not reached the deadline.
  */
 async function settle(order: OrderInput): Promise<Settled> {
   for (;;) {

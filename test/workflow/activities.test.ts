@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { createActivities, type Activities } from '../../src/activities';
-import type { OrderInput } from '../../src/order/types';
+import { compensationFor, type OrderInput } from '../../src/order/types';
 import { createKafka } from '../../src/kafka';
 import { EventPublisher } from '../../src/order/publisher';
 import type { Pool } from 'pg';
@@ -30,7 +30,7 @@ let tap: EventTap;
 beforeAll(async () => {
   clients = connectClients(config);
   events = await EventPublisher.connect(createKafka(config, 'test-activities'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
-  activities = createActivities({ orders: clients.orders, events });
+  activities = createActivities({ orders: clients.orders, events, reservations: clients.store });
   tap = await openEventTap(config);
 });
 
@@ -87,7 +87,7 @@ test('placeOrder twice: one PENDING row, sold counted once, OrderPlaced under on
   expect(new Set(placed.map((e) => e.eventId))).toEqual(new Set([`${order.orderId}:OrderPlaced`]));
 });
 
-test('placeOrder when PostgreSQL holds its unit for another live order (Redis drifted): REJECTED SOLD_OUT, not counted; settling it ends the reservation once, with OrderRejected, and keeps the unit out of stock (the other order holds it)', async () => {
+test('placeOrder when PostgreSQL holds its unit for another live order (Redis drifted): REJECTED SOLD_OUT, not counted; settled, OrderRejected; its compensation ends the reservation once and keeps the unit out of stock (the other order holds it)', async () => {
   const sale = await createTestSale(clients, { quantities: [2] });
   const order = await reserved(sale);
   // Another buyer's live order in PostgreSQL holds the very unit Redis just gave this order.
@@ -101,8 +101,14 @@ test('placeOrder when PostgreSQL holds its unit for another live order (Redis dr
   expect(await stock(order)).toBe(1);
 
   expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
-  expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  const settled = await activities.settleOrder(order, Date.now());
+  expect(settled).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
   const keys = saleKeys(sale.saleId);
+  expect(await clients.redis.hget(keys.reservations, order.orderId)).not.toBeNull();
+  const compensation = compensationFor(settled);
+  expect(compensation).toEqual({ unitBack: false });
+  await activities.releaseUnit(order, false);
+  await activities.releaseUnit(order, false);
   expect(await clients.redis.lrange(keys.stock(order.itemId), 0, -1)).toEqual(['2']);
   expect(await clients.redis.hget(keys.reservations, order.orderId)).toBeNull();
   expect(await clients.redis.hget(keys.buyers, order.userId)).toBeNull();
@@ -127,7 +133,7 @@ test('placeOrder for a second order of the same buyer in the sale (other item): 
   expect(await sold(third.itemId)).toBe(1);
 });
 
-test('placeOrder that PostgreSQL refuses (negative price) fails non-retryably as CONSTRAINT_VIOLATION; rejectUnstored returns the unit once', async () => {
+test('placeOrder that PostgreSQL refuses (negative price) fails non-retryably as CONSTRAINT_VIOLATION; rejectUnstored, then its compensation returns the unit once', async () => {
   const sale = await createTestSale(clients, { quantities: [5] });
   const order = { ...(await reserved(sale)), priceMinor: -1 };
 
@@ -142,11 +148,15 @@ test('placeOrder that PostgreSQL refuses (negative price) fails non-retryably as
 
   expect(await activities.rejectUnstored(order, 'CONSTRAINT_VIOLATION')).toEqual({ status: 'REJECTED', reason: 'CONSTRAINT_VIOLATION' });
   expect(await activities.rejectUnstored(order, 'CONSTRAINT_VIOLATION')).toEqual({ status: 'REJECTED', reason: 'CONSTRAINT_VIOLATION' });
+  expect(await stock(order)).toBe(4);
+  expect(compensationFor({ status: 'REJECTED', reason: 'CONSTRAINT_VIOLATION' })).toEqual({ unitBack: true });
+  await activities.releaseUnit(order, true);
+  await activities.releaseUnit(order, true);
   expect(await stock(order)).toBe(5);
   expect(await eventTypes(order)).toEqual(['OrderRejected', 'OrderRejected']);
 });
 
-test('settleOrder before the deadline changes nothing; after it, twice: EXPIRED, sold − 1 once, the unit back once, OrderExpired', async () => {
+test('settleOrder before the deadline changes nothing; after it, twice: EXPIRED, sold − 1 once, OrderExpired; its compensation, twice: the unit back once', async () => {
   const sale = await createTestSale(clients, { quantities: [5] });
   const early = await reserved(sale);
   await activities.placeOrder(early);
@@ -161,6 +171,10 @@ test('settleOrder before the deadline changes nothing; after it, twice: EXPIRED,
   expect(await activities.settleOrder(late, Date.now())).toEqual({ status: 'EXPIRED' });
   expect((await orderRow(clients.pool, late.orderId))?.status).toBe('EXPIRED');
   expect(await sold(late.itemId)).toBe(1);
+  expect(await stock(late)).toBe(3);
+  expect(compensationFor({ status: 'EXPIRED' })).toEqual({ unitBack: true });
+  await activities.releaseUnit(late, true);
+  await activities.releaseUnit(late, true);
   expect(await stock(late)).toBe(4);
   expect(await eventTypes(late)).toEqual(['OrderPlaced', 'OrderExpired', 'OrderExpired']);
 });
@@ -220,6 +234,7 @@ test('payOrder after the deadline: PAYMENT_WINDOW_CLOSED while still PENDING and
   expect(await activities.settleOrder(order, Date.now())).toEqual({ status: 'EXPIRED' });
   expect(await activities.payOrder(order, { paymentId: pid('later'), amount: 700 })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
   expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'EXPIRED', paymentId: null });
+  await activities.releaseUnit(order, true);
   expect(await stock(order)).toBe(5);
 });
 
@@ -240,6 +255,8 @@ test('a workflow first run after its deadline places then settles at once: EXPIR
   expect(await activities.settleOrder(late, Date.now())).toEqual({ status: 'EXPIRED' });
   expect((await orderRow(clients.pool, late.orderId))?.status).toBe('EXPIRED');
   expect(await sold(late.itemId)).toBe(0);
+  await activities.releaseUnit(late, true);
+  await activities.releaseUnit(late, true);
   expect(await stock(late)).toBe(5);
   expect(await eventTypes(late)).toEqual(['OrderPlaced', 'OrderExpired', 'OrderExpired']);
 

@@ -53,7 +53,7 @@ function workerOn(taskQueue: string): Promise<Worker> {
     connection: env.nativeConnection,
     taskQueue,
     workflowBundle: bundle,
-    activities: createActivities({ orders: clients.orders, events }),
+    activities: createActivities({ orders: clients.orders, events, reservations: clients.store }),
   });
 }
 

@@ -173,14 +173,19 @@ function todayWrites(pool: Pool, reservations: ReservationStore): Writes {
   };
 }
 
-function newWrites(orders: Orders): Writes {
+/** The Orders class's writes; expire is settle then the workflow's compensation step, as today's expire released too. */
+function newWrites(orders: Orders, reservations: ReservationStore): Writes {
   return {
     place: async (o) => (await orders.place(o)).status === 'PENDING',
     pay: async (o) => {
       const paid = await orders.pay(o.orderId, paymentOf(o), o);
       return paid !== undefined && 'status' in paid && paid.stored === true;
     },
-    expire: async (o) => (await orders.settle(o, Date.now()))?.status === 'EXPIRED',
+    expire: async (o) => {
+      if ((await orders.settle(o, Date.now()))?.status !== 'EXPIRED') return false;
+      await reservations.release(o);
+      return true;
+    },
   };
 }
 
@@ -225,7 +230,7 @@ async function main(): Promise<void> {
         return { saleId: sale.saleId, itemIds: sale.items.map((i) => i.itemId) };
       },
       tag: baseTag,
-      writes: (pool) => newWrites(new Orders(pool, store)),
+      writes: (pool) => newWrites(new Orders(pool, store), store),
     },
     TODAY: {
       sale: async (items, quantity) => {
