@@ -30,12 +30,34 @@ export default tseslint.config(
           zones: [
             { target: './src', from: './tools', message: 'the product never imports a tool (tools/: demo, fault campaign, benches)' },
             { target: './src', from: './test', message: 'the product never imports test code' },
+            // The rooms in layers, each importing only rooms below it (docs/design.md, Layout): the order, then
+            // the reservation, then the sale and the workflow with its activities, then the processes.
+            {
+              target: './src/order',
+              from: ['./src/reservation', './src/sale', './src/workflows', './src/activities', './src/starter', './src/api', './src/worker', './src/cli', './src/consumers'],
+              message: 'src/order is the bottom room: it imports no room above it',
+            },
+            {
+              target: './src/reservation',
+              from: ['./src/sale', './src/workflows', './src/activities', './src/starter', './src/api', './src/worker', './src/cli', './src/consumers'],
+              message: 'src/reservation imports only src/order among the rooms',
+            },
+            {
+              target: ['./src/sale', './src/workflows', './src/activities'],
+              from: ['./src/starter', './src/api', './src/worker', './src/cli', './src/consumers'],
+              message: 'the sale, the workflow and its activities import no process room (starter, api, worker, cli, consumers)',
+            },
           ],
         },
       ],
     },
   },
-  { files: ['**/*.js', '**/*.cjs'], languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly', process: 'readonly' } } },
+  // CommonJS files (the Jest configs) load each other with require().
+  {
+    files: ['**/*.js', '**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly', process: 'readonly' } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
   // The sale page's script runs in the browser, as a classic script.
   { files: ['src/web/**/*.js'], languageOptions: { sourceType: 'script', globals: globals.browser } },
 );

@@ -1,8 +1,12 @@
-/** Jest: TypeScript through ts-jest; every suite talks to the real local stack (scripts/services.sh up). */
+/**
+ * Jest: TypeScript through ts-jest; these suites talk to the real local stack (scripts/services.sh up). The fast
+ * layer's `*.unit.test.ts` suites (no server) run under jest.unit.config.js, before these.
+ */
 module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
+  testPathIgnorePatterns: ['/node_modules/', '\\.unit\\.test\\.ts$'],
   transform: {
     '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }],
     // jose 6 ships only ES modules, which Jest's CommonJS runtime cannot require() before Node 24.9:

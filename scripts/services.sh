@@ -10,6 +10,7 @@
 #                                     the same, plus a local Redis Cluster (scripts/cluster-stack.sh): 3 masters,
 #                                     3 replicas, settings in .local/cluster/cluster.env; sticky like --secure
 #                                     (rm -rf .local/cluster drops it). Both switches may be given.
+#   bash scripts/services.sh tools    install only what the fast test layer needs (node_modules, the PyPI tools)
 #   bash scripts/services.sh down     stop all four (and the secured copy and the cluster)
 #   bash scripts/services.sh stop NAME [immediate]
 #                                     stop one: redis, redis-cluster, postgres (fast shutdown; `immediate`: no
@@ -610,10 +611,12 @@ main() {
       [[ ! -f $CLUSTER_ENV ]] || CLUSTER=1
       lock && cmd_up
       ;;
+    # The fast test layer's needs (npm run test:unit): node_modules and the PyPI tools, no service started.
+    tools) lock && install_node_modules && install_python_tools ;;
     down) lock && cmd_down ;;
     stop) lock && cmd_stop "${@:2}" ;;
     status) status_lines ;;
-    *) log "usage: $0 up [--secure] [--cluster]|down|stop NAME [immediate]|status" && exit 2 ;;
+    *) log "usage: $0 up [--secure] [--cluster]|tools|down|stop NAME [immediate]|status" && exit 2 ;;
   esac
 }
 

@@ -439,7 +439,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
 }
 
-/** The variables the configuration reads, for the documentation's table (test/config.test.ts). */
+/** The variables the configuration reads, for the documentation's table (test/config.unit.test.ts). */
 export const CONFIG_VARIABLES: readonly string[] = Object.keys(fields.shape);
 
 /** The environment with each `<SECRET>_FILE` read into `<SECRET>`; a clash or an unreadable file is an issue. */
