@@ -254,8 +254,8 @@ const fields = z.object({
   STARTER_MAX_BACKLOG: z.coerce.number().int().min(1).max(1_000_000).default(200),
   /**
    * The starter starts nothing while this API process accepts this many orders per second or more (0: never
-   * waits; src/starter/starter.ts, AcceptancePace): above the 110–200 starts/s a Temporal server on two cores
-   * takes at best, so a queue filled at that pace would not drain sooner for being started meanwhile. An idle
+   * waits; src/starter/starter.ts, AcceptancePace): above the starts/s a Temporal server takes at best
+   * (docs/performance.md), so a queue filled at that pace would not drain sooner for being started meanwhile. An idle
    * starter also waits out the first 250 ms of orders after a quiet 250 ms, whose pace is not known before.
    */
   STARTER_YIELD_ABOVE_PER_S: z.coerce.number().int().min(0).max(1_000_000).default(200),

@@ -98,7 +98,7 @@ const BACKOFF_MAX_MS = 5000;
 const LAG_WARN_MS = 10_000;
 const LAG_LOG_MS = 10_000;
 
-/** @returns the back-off class of a start's error (Temporal's gRPC status, as the client thread reports it) */
+/** @returns the back-off class of a start's error (Temporal's gRPC status, as the client reports it) */
 export function classify(err: unknown): StartFailure {
   if (err instanceof InvalidEntry) return 'invalid_entry';
   const text = `${(err as Error)?.name} ${(err as Error)?.message} ${String((err as { code?: unknown })?.code ?? '')}`;

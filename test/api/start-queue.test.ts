@@ -1,10 +1,10 @@
 /**
  * Acceptance on Redis, workflows from the start queue (I4), against the real Redis, PostgreSQL, Kafka and
  * Temporal: a 202 rests on the reservation and its start queue entry (reserve.lua writes both), and the API's
- * starter starts each order's workflow afterwards. Temporal cut off, frozen, or its client thread lost does
- * not reach the purchase route; an API process killed with entries in hand leaves them to another; a Redis
- * killed right after its 202s keeps them (AOF, fsync always); an order is the buyer's, readable and payable,
- * before its workflow exists; the deadline shown is the one enforced. Each sale is audited once settled.
+ * starter starts each order's workflow afterwards. Temporal cut off does not reach the purchase route; an API
+ * process killed with entries in hand leaves them to another; a Redis killed right after its 202s keeps them
+ * (AOF, fsync always); an order is the buyer's, readable and payable, before its workflow exists; the
+ * deadline shown is the one enforced. Each sale is audited once settled.
  * Only the APIs a test starts run a starter here, and they stop with the test, so each test knows which
  * starter takes its entries.
  */
