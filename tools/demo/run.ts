@@ -407,6 +407,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     // The worker's work is the drain, at Temporal's pace: it yields the CPU to the API while the stampede lasts.
     const workerMetricsPort = await freePort();
     children.push(startChild('worker', 'dist/worker/main.js', { ...env, WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
+    // STARTER_IN_API=false: the workflows are started by a starter process of their own (docs/deploy.md).
+    if (!config.STARTER_IN_API) children.push(startChild('starter', 'dist/starter/main.js', env, join(dir, 'starter.log'), 'starter running'));
     await Promise.all(children.map((c) => c.ready));
     const baseUrl = `http://${config.API_HOST}:${options.apiPort}`;
 
