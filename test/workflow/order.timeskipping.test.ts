@@ -19,10 +19,8 @@
  * the local activities run again on the retry, so OrderPaid can reach Kafka twice with one eventId.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createActivities } from '../../src/activities';
 import type { OrderInput, Order } from '../../src/order/types';
@@ -30,12 +28,11 @@ import { createKafka } from '../../src/kafka';
 import { EventPublisher } from '../../src/order/publisher';
 import { saleKeys } from '../../src/reservation/layout';
 import { startOrderWorkflow } from '../../src/temporal';
-import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, statusQuery, UserIdKey } from '../../src/workflows/definitions';
+import { OrderStatusKey, paidSignal, statusQuery } from '../../src/workflows/definitions';
 import { type Clients, connectClients, createTestSale, orderRow, testConfig } from '../helpers';
 import { countByType, openEventTap, uniqueEvents, type EventTap } from '../kafka';
-import { installTestRuntime } from '../temporalRuntime';
+import { timeSkippingEnvironment } from '../temporalRuntime';
 
-const TEST_SERVER = join(__dirname, '..', '..', '.local', 'venv', 'bin', 'temporal-test-server');
 const WINDOW_MS = 600_000;
 const PRICE = 1999;
 
@@ -58,15 +55,7 @@ function workerOn(taskQueue: string): Promise<Worker> {
 }
 
 beforeAll(async () => {
-  installTestRuntime();
-  env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: TEST_SERVER } } });
-  const { IndexedValueType } = temporal.api.enums.v1;
-  await env.connection.operatorService.addSearchAttributes({
-    namespace: env.client.options.namespace,
-    searchAttributes: Object.fromEntries(
-      [OrderStatusKey, SaleIdKey, ItemIdKey, UserIdKey].map((key) => [key.name, IndexedValueType[`INDEXED_VALUE_TYPE_${key.type}`]]),
-    ),
-  });
+  env = await timeSkippingEnvironment();
   clients = connectClients(config);
   events = await EventPublisher.connect(createKafka(config, 'test-timeskipping'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
   tap = await openEventTap(config);

@@ -7,20 +7,17 @@
  * test/workflow/order.timeskipping.test.ts runs the same workflow with the real activities.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Activities, Settled } from '../../src/activities';
 import type { OrderEvent } from '../../src/order/events';
 import type { Order, OrderInput, PayResult, Payment } from '../../src/order/types';
 import { startOrderWorkflow } from '../../src/temporal';
-import { ItemIdKey, OrderStatusKey, payUpdate, SaleIdKey, UserIdKey } from '../../src/workflows/definitions';
-import { installTestRuntime } from '../temporalRuntime';
+import { payUpdate } from '../../src/workflows/definitions';
+import { timeSkippingEnvironment } from '../temporalRuntime';
 
-const TEST_SERVER = join(__dirname, '..', '..', '.local', 'venv', 'bin', 'temporal-test-server');
 const TASK_QUEUE = 'orders-mocked';
 const WINDOW_MS = 600_000;
 const PRICE = 1999;
@@ -82,16 +79,7 @@ let worker: Worker;
 let running: Promise<void>;
 
 beforeAll(async () => {
-  installTestRuntime();
-  env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: TEST_SERVER } } });
-  // The test server knows no custom search attributes until they are added (order.timeskipping.test.ts says why).
-  const { IndexedValueType } = temporal.api.enums.v1;
-  await env.connection.operatorService.addSearchAttributes({
-    namespace: env.client.options.namespace,
-    searchAttributes: Object.fromEntries(
-      [OrderStatusKey, SaleIdKey, ItemIdKey, UserIdKey].map((key) => [key.name, IndexedValueType[`INDEXED_VALUE_TYPE_${key.type}`]]),
-    ),
-  });
+  env = await timeSkippingEnvironment();
   bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('WARN') });
   worker = await Worker.create({ connection: env.nativeConnection, taskQueue: TASK_QUEUE, workflowBundle: bundle, activities: mocked });
   running = worker.run();
