@@ -70,18 +70,23 @@ test('two API processes share the port, each with a starter, sell a 3-shard item
   expect(count(first, 202)).toBe(100);
   accepted.push(...first.filter((r) => r.status === 202).map((r) => r.body.orderId as string));
 
-  // Both processes' starters read the sale's queues, each as a consumer of its own.
+  // Both processes' starters read the sale's queues, each as a consumer of its own (on whichever shards it polled).
   const layout = await clients.store.layouts.get(sale.saleId);
+  let owners = new Set<number>();
   await until(
-    'both starters in the start queue group',
+    'both starters in the start queue groups',
     async () => {
-      // Until a starter has read the stream, there is no group yet (NOGROUP).
-      const consumers = (await clients.redis.xinfo('CONSUMERS', `test:${shardKeys(layout.tags[0]).startQueue}`, 'starters').catch(() => [])) as string[][];
-      const owners = new Set(consumers.map((c) => Number(String(c[c.indexOf('name') + 1]).split('-').at(-2))));
+      for (const tag of layout.tags) {
+        // Until a starter has read a stream, it has no group (NOGROUP).
+        const consumers = (await clients.redis.xinfo('CONSUMERS', `test:${shardKeys(tag).startQueue}`, 'starters').catch(() => [])) as string[][];
+        owners = new Set([...owners, ...consumers.map((c) => Number(String(c[c.indexOf('name') + 1]).split('-').at(-2)))]);
+      }
       return pids.every((pid) => owners.has(pid)) || undefined;
     },
-    30_000,
-  );
+    60_000,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}: API processes ${pids.join(', ')}, consumers seen ${[...owners].join(', ') || 'none'}`);
+  });
 
   process.kill(pids[0], 'SIGKILL');
   await until('a replacement process', async () => (children(primary).length === 2 && !children(primary).includes(pids[0])) || undefined, 30_000);
