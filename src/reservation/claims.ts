@@ -5,8 +5,8 @@
  * otherwise (the buyer may buy again).
  *
  * Ages are Redis' own (claim.lua stamps a claim with TIME, stale-claims.lua reads it on the same node), so no
- * host's clock judges them. A take refuses a claim older than its lease (take.lua, claimLeaseMs: half the repair
- * age, read on the take's node), so a claim old enough to be undone has no take that can still land — the buyer
+ * host's clock judges them. A take (reserve.lua as `take`) refuses a claim older than its lease (claimLeaseMs:
+ * half the repair age, read on the take's node), so a claim old enough to be undone has no take that can still land — the buyer
  * would hold two units — as long as two masters' clocks differ by less than the lease.
  */
 import type { OrderInput } from '../order/types';
@@ -21,7 +21,7 @@ export const DEFAULT_CLAIM_IDLE_MS = 30_000;
 /** Claims read per page of a shard's stale claims. */
 const CLAIMS_PER_PASS = 100;
 
-/** @returns how old a claim may be when take.lua takes its unit (ms): half the age at which it is repaired */
+/** @returns how old a claim may be when reserve.lua (`take`) takes its unit (ms): half the age at which it is repaired */
 export function claimLeaseMs(claimIdleMs: number): number {
   return Math.floor(claimIdleMs / 2);
 }

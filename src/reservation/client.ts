@@ -20,13 +20,13 @@ const LUA_DIR = join(__dirname, '..', '..', 'lua');
 /** A command unanswered this long fails (ms): a connection that went silent without closing must not hold a caller. */
 export const COMMAND_TIMEOUT_MS = 2000;
 
-/** Raw replies of the scripts, decoded with names in src/reservation/store.ts. */
-export type ReserveReply = [1, number, string, number?] | [2, string] | [3, number] | [4];
-export type TakeReply = [1, number, string, number?] | [3, number] | [4] | [5];
-export type ClaimReply = [1, number, string] | [2, string] | [4];
+/** Replies of the scripts, named by their first element (lua/reserve.lua, lua/claim.lua). */
+export type ReserveReply = ['RESERVED', number, string, number?] | ['ALREADY_PURCHASED', string] | ['SOLD_OUT', number] | ['NOT_LOADED'];
+export type TakeReply = ['RESERVED', number, string, number?] | ['SOLD_OUT', number] | ['NOT_LOADED'] | ['LEASE_OVER'];
+export type ClaimReply = ['CLAIMED', number, string] | ['ALREADY_PURCHASED', string] | ['NOT_LOADED'];
 
 interface Scripts {
-  reserve(stock: string, buyers: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string, ...argv: string[]): Promise<ReserveReply>;
+  reserve(stock: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string, buyers: string, ...argv: string[]): Promise<ReserveReply>;
   take(stock: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string, ...argv: string[]): Promise<TakeReply>;
   claim(buyers: string, claims: string, loaded: string, ...argv: string[]): Promise<ClaimReply>;
   unclaim(buyers: string, claims: string, loaded: string, ...argv: string[]): Promise<null>;
@@ -39,7 +39,8 @@ export type FlashRedis = (Redis | Cluster) & Scripts;
 
 const SCRIPTS: [name: keyof Scripts, file: string, keys: number][] = [
   ['reserve', 'reserve.lua', 7],
-  ['take', 'take.lua', 6],
+  // One script, two callers: with the buyers' hash it checks the buyer (I3), without it the claim's lease.
+  ['take', 'reserve.lua', 6],
   ['claim', 'claim.lua', 3],
   ['unclaim', 'unclaim.lua', 3],
   ['release', 'release.lua', 6],

@@ -2,8 +2,8 @@
  * The Redis wire formats of an accepted order, written and read here only: the reservation value (the terms the
  * buyer was given at the 202, so the order is readable and payable before its workflow stores it), the start
  * queue entry (the order whose workflow is to be started), and the claim member (a buyer claimed on their home
- * shard while their unit is sought on another). The reserving scripts (reserve.lua, take.lua) complete a reservation
- * value with the unit they took and store it as the entry's terms too; release.lua alone reads a value (its item,
+ * shard while their unit is sought on another). The reserving script (reserve.lua) completes a reservation
+ * value with the unit it took and stores it as the entry's terms too; release.lua alone reads a value (its item,
  * buyer and unit), and says so.
  */
 import type { OrderInput } from '../order/types';

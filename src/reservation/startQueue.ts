@@ -1,6 +1,6 @@
 /**
- * A sale's start queues: one Redis Stream per stock shard, `<shard tag>:accepted`, that reserve.lua and take.lua
- * append every accepted order to, in the same atomic step as its reservation (I4). The starters
+ * A sale's start queues: one Redis Stream per stock shard, `<shard tag>:accepted`, that reserve.lua
+ * appends every accepted order to, in the same atomic step as its reservation (I4). The starters
  * (src/starter/starter.ts) read them through one consumer group each; an entry is acknowledged and deleted once
  * its order's workflow exists, so a stream holds only what is still to be started. Every command names one
  * shard's key, so it runs on the node owning that slot of a Redis Cluster.

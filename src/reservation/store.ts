@@ -3,9 +3,10 @@
  * each written together with the order's start queue entry (src/reservation/startQueue.ts), on a single Redis or
  * a Redis Cluster. A sale's keys are spread over its stock shards (src/reservation/layout.ts), each one hash tag,
  * and every script touches the keys of one shard only, passed in KEYS, so each runs on the node owning that slot:
- * - reserve.lua: the buyer's home shard also holds stock of the item: check, reserve and queue in one step.
- * - otherwise (or when the home shard's stock is out): claim.lua records the buyer on the home shard, take.lua
- *   reserves on the item's other shards in turn, and the claim is settled, or undone by unclaim.lua when no shard
+ * - reserve.lua as `reserve`: the buyer's home shard also holds stock of the item: check, reserve and queue in
+ *   one step.
+ * - otherwise (or when the home shard's stock is out): claim.lua records the buyer on the home shard, reserve.lua
+ *   as `take` reserves on the item's other shards in turn, and the claim is settled, or undone by unclaim.lua when no shard
  *   had a unit; a buyer hears 410 only once every shard of the item was found empty at one moment.
  * - release: release.lua on the unit's shard, then unclaim.lua on the buyer's home shard when it is another.
  * Every script is idempotent per orderId and every call here goes through `idempotent` (client.ts): a command
@@ -58,7 +59,7 @@ function shardsFrom(first: number, count: number): number[] {
 
 /** Stock and reservations of sale events in Redis. Methods throw ioredis errors when Redis stays unreachable. */
 export class ReservationStore {
-  /** How old a claim may be when its unit is taken (take.lua), ms: half the age at which claim repair undoes it. */
+  /** How old a claim may be when its unit is taken (reserve.lua as `take`), ms: half the age at which claim repair undoes it. */
   private readonly claimLeaseMs: number;
 
   /**
@@ -95,25 +96,25 @@ export class ReservationStore {
       const reply = await idempotent(() =>
         this.redis.reserve(
           keys.stock(order.itemId),
-          keys.buyers,
           keys.reservations,
           keys.startQueue,
           keys.returns(order.itemId),
           keys.released,
           keys.loaded,
-          order.userId,
+          keys.buyers,
           order.orderId,
           reservationTerms(order),
+          order.userId,
           ...entryFields(order),
         ),
       );
       switch (reply[0]) {
-        case 1:
+        case 'RESERVED':
           return this.replicated(order, { kind: 'RESERVED', stockLeft: reply[1], stockShard: home, ...(reply[3] !== undefined && { unit: reply[3] }) }, [reply[2]]);
-        case 2:
+        case 'ALREADY_PURCHASED':
           return { kind: 'ALREADY_PURCHASED', orderId: reply[1] };
         default:
-          if (shards === 1) return reply[0] === 3 ? { kind: 'SOLD_OUT' } : { kind: 'NOT_LOADED' };
+          if (shards === 1) return { kind: reply[0] };
       }
     }
     return this.reserveElsewhere(layout, order, home, shards);
@@ -130,8 +131,8 @@ export class ReservationStore {
     const homeKeys = shardKeys(tagOf(layout, home));
     const member = claimMember(order);
     const claimed = await idempotent(() => this.redis.claim(homeKeys.buyers, homeKeys.claims, homeKeys.loaded, order.userId, order.orderId, member));
-    if (claimed[0] === 2) return { kind: 'ALREADY_PURCHASED', orderId: claimed[1] };
-    if (claimed[0] === 4) return { kind: 'NOT_LOADED' };
+    if (claimed[0] === 'ALREADY_PURCHASED') return { kind: 'ALREADY_PURCHASED', orderId: claimed[1] };
+    if (claimed[0] === 'NOT_LOADED') return { kind: 'NOT_LOADED' };
     const [, claimedAtMs, homeNode] = claimed;
     const unclaim = () => idempotent(() => this.redis.unclaim(homeKeys.buyers, homeKeys.claims, homeKeys.loaded, order.userId, order.orderId, member));
     for (let pass = 0; pass < MAX_PASSES; pass++) {
@@ -178,20 +179,20 @@ export class ReservationStore {
         keys.released,
         keys.loaded,
         order.orderId,
+        reservationTerms(order),
         String(claimedAtMs),
         String(this.claimLeaseMs),
-        reservationTerms(order),
         ...entryFields(order),
       ),
     );
     switch (reply[0]) {
-      case 1:
+      case 'RESERVED':
         return { reserved: { stockLeft: reply[1], node: reply[2], unit: reply[3] } };
-      case 3:
+      case 'SOLD_OUT':
         return { empty: reply[1] };
-      case 4:
+      case 'NOT_LOADED':
         return { notLoaded: true };
-      default:
+      case 'LEASE_OVER':
         return { leaseOver: true };
     }
   }

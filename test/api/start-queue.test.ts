@@ -369,7 +369,7 @@ test('a stranded purchase claim is repaired within STARTER_CLAIM_IDLE_MS plus on
   const keys = (await clients.store.layouts.get(sale.saleId)).tags.map((tag) => shardKeys(tag))[0];
   const stranded = { orderId: randomUUID(), itemId, userId: `stranded-${run}` };
   const claimedAt = Date.now();
-  expect(await clients.redis.claim(keys.buyers, keys.claims, keys.loaded, stranded.userId, stranded.orderId, claimMember(stranded))).toEqual([1, expect.any(Number), expect.any(String)]);
+  expect(await clients.redis.claim(keys.buyers, keys.claims, keys.loaded, stranded.userId, stranded.orderId, claimMember(stranded))).toEqual(['CLAIMED', expect.any(Number), expect.any(String)]);
 
   // The backlog read all along: at 1 or more, the starter's budget of starts is 0 and it polls no sale's queue.
   const backlogSeen: number[] = [];

@@ -218,7 +218,7 @@ test('a claim left by a crash is repaired: undone when no shard holds its order,
   // As an API process that died between claim.lua and its outcome would leave them, a minute ago.
   const leftBehind = async (userId: string, orderId: string) => {
     const member = claimMember({ orderId, itemId, userId });
-    expect(await clients.redis.claim(home.buyers, home.claims, home.loaded, userId, orderId, member)).toEqual([1, expect.any(Number), expect.any(String)]);
+    expect(await clients.redis.claim(home.buyers, home.claims, home.loaded, userId, orderId, member)).toEqual(['CLAIMED', expect.any(Number), expect.any(String)]);
     await clients.redis.zadd(home.claims, 'XX', Date.now() - 60_000, member);
   };
   await leftBehind(lost, lostOrder);
@@ -226,8 +226,8 @@ test('a claim left by a crash is repaired: undone when no shard holds its order,
   const s1 = shardKeys(layout.tags[1]);
   const keptTerms = { orderId: keptOrder, saleId: sale.saleId, itemId, userId: kept, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() };
   // Its take landed before it died (within the claim's lease: taken as of now).
-  const taken = await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), s1.released, s1.loaded, keptOrder, String(Date.now()), '15000', reservationTerms(keptTerms), ...entryFields(keptTerms));
-  expect(taken).toEqual([1, 0, expect.any(String), 2]);
+  const taken = await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), s1.released, s1.loaded, keptOrder, reservationTerms(keptTerms), String(Date.now()), '15000', ...entryFields(keptTerms));
+  expect(taken).toEqual(['RESERVED', 0, expect.any(String), 2]);
 
   expect(await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 30_000)).toEqual({ settled: 1, undone: 1 });
   expect(await clients.store.claims(sale.saleId)).toEqual([]);
