@@ -213,8 +213,6 @@ const fields = z.object({
   JWT_JWKS_URL: z.url().optional(),
   JWT_ISSUER: z.string().min(1).optional(),
   JWT_AUDIENCE: z.string().min(1).optional(),
-  /** Verified tokens kept until their expiry, so repeated presses skip signature checks. */
-  JWT_CACHE_SIZE: z.coerce.number().int().min(0).max(10_000_000).default(100_000),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_ADMIN_TOKEN),
   PAYMENT_SERVICE_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_PAYMENT_TOKEN),
 
@@ -259,8 +257,6 @@ const fields = z.object({
    * starter also waits out the first 250 ms of orders after a quiet 250 ms, whose pace is not known before.
    */
   STARTER_YIELD_ABOVE_PER_S: z.coerce.number().int().min(0).max(1_000_000).default(200),
-  /** The starter's starts wait for the acceptance at most this long in a row (ms). */
-  STARTER_YIELD_MAX_MS: positiveMs(5000),
   /**
    * An accepted order left pending this long by a starter (one that died, or whose start failed) is claimed by
    * another; longer than TEMPORAL_CALL_TIMEOUT_MS, so that a start still in flight is not taken. A purchase claim

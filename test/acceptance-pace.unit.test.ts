@@ -1,5 +1,5 @@
 /**
- * AcceptancePace (src/starter/starter.ts), pure logic on explicit times: the starter's starts wait while this
+ * AcceptancePace (src/starter/pacing.ts), pure logic on explicit times: the starter's starts wait while this
  * process accepts orders at or above the configured pace, for at most the configured span in a row, and an idle
  * starter waits out the first window after a quiet one. `at(t, false)`: a starter with starts under way.
  */

@@ -1,7 +1,7 @@
 /**
  * The starter's pacing policy towards the stampede: while this process accepts orders faster than Temporal can
  * start them, starting some meanwhile drains the start queue no sooner and takes CPU the purchases need
- * (src/starter/starter.ts asks AcceptancePace before it starts anything). The mechanism itself (read, start,
+ * (AcceptanceGate, src/starter/gates.ts, asks AcceptancePace before the starter reads anything). The mechanism itself (read, start,
  * acknowledge, claim) knows nothing of it.
  */
 

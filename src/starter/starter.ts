@@ -9,25 +9,17 @@
  * - RESOURCE_EXHAUSTED, UNAVAILABLE and DEADLINE_EXCEEDED pause all reading (exponential back-off, 100 ms to
  *   5 s) and the entry is tried again after the pause. Any other failure leaves the entry pending; it comes
  *   back through the claim below.
- * - Until the next reading of the task queue's backlog (Temporal's count of workflow tasks waiting for a
- *   worker, read every BACKLOG_CHECK_MS), at most maxBacklog minus that backlog starts are made: beyond what the
- *   workers take, starting more only lengthens the queue inside Temporal, where the orders' first tasks compete
- *   with the tasks that settle others (workflow tasks then outlast their timeout and are run again). Those
- *   orders wait in Redis instead, accepted and payable.
- * - Acceptance first: while this process accepts orders at yieldAbovePerS or faster (AcceptancePace), no
- *   start is made, for at most yieldMaxMs in a row. The starts, their gRPC calls here and the first workflow
- *   tasks they cause take CPU that the stampede's purchases need, and a queue filled faster than Temporal
- *   starts drains no later for being started meanwhile; the orders are payable from the 202 on. An idle
- *   starter also waits out the first window of orders after a quiet one, whose pace is not known yet.
+ * - Before it reads, it asks its gates (src/starter/gates.ts) how long starts wait and how many may go: by
+ *   default the workers' backlog in Temporal (BacklogGate) and this process's pace of acceptance
+ *   (AcceptanceGate: no starts while it accepts a stampede).
  * - Entries pending with any starter for claimIdleMs or more are claimed (XAUTOCLAIM): those of a process that
  *   died, and those that failed here. claimIdleMs exceeds a start's deadline, so a start still in flight
  *   elsewhere is not claimed; if one is, its second start finds the workflow and counts as started.
- * - Purchase claims older than claimIdleMs (src/reservation/claims.ts) are repaired every claimIdleMs/2 on a timer
- *   of their own, whatever the starts' capacity: a stranded claim answers its buyer 409 for an order that does
- *   not exist, and strands most during a stampede, when the starts wait.
+ * - Purchase claims older than claimIdleMs are repaired on a timer of their own (src/starter/claimSweep.ts).
  * - Sales are polled one by one (each on its own key, as Redis Cluster requires), at most POLL_BATCH per turn
  *   and the busiest first: right away when this process has just reserved in the sale, else at an interval
- *   that doubles from 10 ms up to MAX_POLL_MS while a sale's queue stays empty. The sales are the recent ones
+ *   that doubles from 10 ms up to MAX_POLL_MS while a sale's queue stays empty. A sale first seen in the list
+ *   is polled at once but counts as idle (MAX_POLL_MS) until a poll finds entries. The sales are the recent ones
  *   (src/sale/sales.ts recentSaleIds) plus those noticed here.
  */
 import { randomUUID } from 'node:crypto';
@@ -42,7 +34,8 @@ import type { ReservationStore } from '../reservation/store';
 import { InvalidEntry } from '../reservation/formats';
 import { parseEntry, StartQueue, type QueuedOrder, type RawEntry } from '../reservation/startQueue';
 import type { OrderWorkflows } from '../temporal';
-import { AcceptancePace, PACE_WINDOW_MS } from './pacing';
+import { ClaimSweep } from './claimSweep';
+import { AcceptanceGate, BacklogGate, type StartGate } from './gates';
 import { RecentSales } from './recentSales';
 
 /** Why a start failed, as the metrics label it. */
@@ -59,27 +52,18 @@ export interface StarterDeps {
   start(order: OrderInput): Promise<'started' | 'already-started'>;
   /** The sales whose queues may hold entries (cached by the caller). */
   saleIds(): Promise<readonly number[]>;
-  /** Workflow tasks waiting for a worker on the order task queue. */
-  taskBacklog(): Promise<number>;
-  /** At most this many minus taskBacklog() starts are made until the next reading. */
-  maxBacklog: number;
-  /** Orders/s accepted here at or above which starts wait (0: they never do, nor for an opening window); see AcceptancePace. */
-  yieldAbovePerS: number;
-  /** Starts wait for the acceptance at most this long in a row (ms). */
-  yieldMaxMs: number;
+  /** Asked in turn before each read: how long starts wait, how many may go (src/starter/gates.ts). */
+  gates: StartGate[];
   log: Logger;
   /** This process's name in the consumer group; unique per process. */
   consumer: string;
   maxInFlight: number;
   claimIdleMs: number;
   onStarted(result: 'started' | 'already-started'): void;
-  /** Told each backlog read. */
-  onBacklog(tasks: number): void;
   onFailure(cause: StartFailure): void;
 }
 
 const MIN_POLL_MS = 10;
-const BACKLOG_CHECK_MS = 1000;
 /**
  * Longest wait between two polls of a sale whose queue stays empty. Entries reach a queue through a process
  * that noticed them (and polls that sale every MIN_POLL_MS); the others find them this way only when that
@@ -132,17 +116,11 @@ export class Starter {
   private wake: (() => void) | undefined;
   private idleUntil = Infinity;
   private lastLagLog = 0;
-  private nextBacklogCheck = 0;
-  /** Starts still allowed until the next backlog reading. */
-  private budget = 0;
   private lastReadError = 0;
-  private claimSweep: NodeJS.Timeout | undefined;
-  private sweeping: Promise<void> | undefined;
-  private readonly pace: AcceptancePace;
-  private paceWas: 'go' | 'wait' | 'overdue' = 'go';
+  private readonly claimSweep: ClaimSweep;
 
   constructor(private readonly deps: StarterDeps) {
-    this.pace = new AcceptancePace(deps.yieldAbovePerS, deps.yieldMaxMs);
+    this.claimSweep = new ClaimSweep({ ...deps, fallbackIds: () => [...this.sales.keys()] });
   }
 
   /** Starts the loop and the claim sweep (idempotent). */
@@ -150,9 +128,7 @@ export class Starter {
     if (this.running) return;
     this.running = true;
     this.loop = this.run();
-    this.claimSweep = setInterval(() => {
-      this.sweeping ??= this.sweepClaims().finally(() => (this.sweeping = undefined));
-    }, this.deps.claimIdleMs / 2);
+    this.claimSweep.start();
   }
 
   /**
@@ -162,7 +138,7 @@ export class Starter {
    * waiting for a free slot, paused by the back-off or waiting for the acceptance is left alone.
    */
   notice(saleId: number): void {
-    this.pace.accepted(performance.now());
+    for (const gate of this.deps.gates) gate.accepted?.();
     if (!this.sales.has(saleId)) this.noticed.add(saleId);
     const state = this.stateOf(saleId);
     state.intervalMs = MIN_POLL_MS;
@@ -177,9 +153,8 @@ export class Starter {
    */
   async stop(): Promise<void> {
     this.running = false;
-    clearInterval(this.claimSweep);
     this.wake?.();
-    await Promise.all([this.loop, this.sweeping]);
+    await Promise.all([this.loop, this.claimSweep.stop()]);
     await Promise.allSettled(this.inFlight);
     const holds = new Set(this.retry.map((r) => r.saleId));
     await Promise.allSettled([...this.sales.keys()].filter((id) => !holds.has(id)).map((id) => this.deps.queue.leave(id, this.deps.consumer)));
@@ -204,7 +179,9 @@ export class Starter {
   private stateOf(saleId: number): SaleState {
     let state = this.sales.get(saleId);
     if (!state) {
-      state = { nextPollAt: 0, lastPollAt: 0, intervalMs: MIN_POLL_MS, nextClaimAt: 0, claimCursor: '0-0' };
+      // Due at once, but counted idle until a poll finds entries (or this process accepts in it): a sale being
+      // sold here goes before every listed sale not yet polled, however many are recent.
+      state = { nextPollAt: 0, lastPollAt: 0, intervalMs: MAX_POLL_MS, nextClaimAt: 0, claimCursor: '0-0' };
       this.sales.set(saleId, state);
     }
     return state;
@@ -238,16 +215,12 @@ export class Starter {
         await this.sleep(Infinity, false);
         continue;
       }
-      const yieldMs = this.yieldsToAcceptance();
-      if (yieldMs > 0) {
-        await this.sleep(yieldMs, false);
+      const waitMs = await this.gatesWait();
+      if (waitMs > 0) {
+        await this.sleep(waitMs, false);
         continue;
       }
-      if (await this.waitForWorkers(now)) {
-        await this.sleep(this.nextBacklogCheck - Date.now(), false);
-        continue;
-      }
-      while (this.retry.length && this.inFlight.size < this.deps.maxInFlight && this.budget > 0) {
+      while (this.retry.length && this.free() > 0) {
         const { saleId, entry } = this.retry.shift() as { saleId: number; entry: QueuedOrder };
         this.launch(saleId, entry);
       }
@@ -292,7 +265,7 @@ export class Starter {
       .sort(([, a], [, b]) => a.intervalMs - b.intervalMs || a.nextPollAt - b.nextPollAt)
       .slice(0, POLL_BATCH);
     for (const [saleId, state] of due) {
-      const free = Math.min(this.deps.maxInFlight - this.inFlight.size, this.budget);
+      const free = this.free();
       if (free <= 0 || !this.running || Date.now() < this.pausedUntil) return;
       const raw: RawEntry[] = [];
       if (now >= state.nextClaimAt) {
@@ -321,52 +294,19 @@ export class Starter {
     }
   }
 
-  /** Repairs the stale purchase claims of every recent sale; a failure is logged and tried again at the next sweep. */
-  private async sweepClaims(): Promise<void> {
-    const saleIds = await this.deps.saleIds().catch(() => [...this.sales.keys()]);
-    for (const saleId of saleIds) {
-      try {
-        const repaired = await this.deps.repairClaims(saleId, this.deps.claimIdleMs);
-        if (repaired.settled || repaired.undone) this.deps.log.warn({ saleId, ...repaired }, 'purchase claims left by a crash repaired');
-      } catch (err) {
-        this.deps.log.warn({ err, saleId }, 'purchase claims not repaired; trying again at the next sweep');
-      }
+  /** @returns how long the first gate that holds the starts wants them to wait (ms; 0: they go) */
+  private async gatesWait(): Promise<number> {
+    const idle = this.inFlight.size === 0 && this.retry.length === 0;
+    for (const gate of this.deps.gates) {
+      const ms = await gate.waitMs(idle);
+      if (ms > 0) return ms;
     }
+    return 0;
   }
 
-  /**
-   * Reads the task queue's backlog once BACKLOG_CHECK_MS has passed and sets the budget of starts until the next
-   * reading. A failed read allows a full budget: the starts then find out for themselves.
-   * @returns whether the budget is spent (starts wait for the next reading)
-   */
-  private async waitForWorkers(now: number): Promise<boolean> {
-    if (now >= this.nextBacklogCheck) {
-      this.nextBacklogCheck = now + BACKLOG_CHECK_MS;
-      const tasks = await this.deps.taskBacklog().catch(() => 0);
-      this.deps.onBacklog(tasks);
-      if (tasks >= this.deps.maxBacklog && this.budget > 0) {
-        this.deps.log.info({ tasks, maxBacklog: this.deps.maxBacklog }, 'starts wait: workflow tasks wait for a worker');
-      }
-      this.budget = Math.max(0, this.deps.maxBacklog - tasks);
-    }
-    return this.budget <= 0;
-  }
-
-  /**
-   * @returns how long starts wait for the acceptance from now (ms; 0: they go); logs when a hot spell begins and
-   *   when it has lasted yieldMaxMs
-   */
-  private yieldsToAcceptance(): number {
-    const now = performance.now();
-    const pace = this.pace.at(now, this.inFlight.size === 0 && this.retry.length === 0);
-    if (pace === 'opening') return this.pace.windowLeftMs(now);
-    if (pace !== this.paceWas) {
-      const fields = { yieldAbovePerS: this.deps.yieldAbovePerS, yieldMaxMs: this.deps.yieldMaxMs };
-      if (pace === 'wait') this.deps.log.info(fields, 'starts wait: this process accepts orders at STARTER_YIELD_ABOVE_PER_S or faster');
-      if (pace === 'overdue') this.deps.log.info(fields, 'starts go on: the acceptance has kept its pace for STARTER_YIELD_MAX_MS');
-      this.paceWas = pace;
-    }
-    return pace === 'wait' ? PACE_WINDOW_MS : 0;
+  /** @returns starts that may go now: free slots, within every gate's room */
+  private free(): number {
+    return Math.min(this.deps.maxInFlight - this.inFlight.size, ...this.deps.gates.map((g) => g.room?.() ?? Infinity));
   }
 
   /** Pauses reading; the starts that fail during a pause do not lengthen it (one step per round). */
@@ -377,7 +317,7 @@ export class Starter {
   }
 
   private launch(saleId: number, entry: QueuedOrder): void {
-    this.budget -= 1;
+    for (const gate of this.deps.gates) gate.started?.();
     this.held.add(entry.entryId);
     const task = this.deps
       .start(entry.order)
@@ -422,22 +362,23 @@ export class Starter {
 export function createStarter(
   config: Config,
   clients: { redis: FlashRedis; store: ReservationStore; pool: Pool; workflows: OrderWorkflows; log: Logger },
-  hooks: Pick<StarterDeps, 'onStarted' | 'onFailure' | 'onBacklog'>,
+  hooks: Pick<StarterDeps, 'onStarted' | 'onFailure'> & { onBacklog(tasks: number): void },
 ): Starter {
   const recentSales = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS);
+  const { onBacklog, ...onStart } = hooks;
   return new Starter({
     queue: new StartQueue(clients.redis, clients.store.layouts),
     repairClaims: (saleId, olderThanMs) => repairClaims(clients.redis, clients.store.layouts, saleId, olderThanMs),
     start: (order) => clients.workflows.start(order),
     saleIds: () => recentSales.ids(),
-    taskBacklog: () => clients.workflows.taskBacklog(),
-    maxBacklog: config.STARTER_MAX_BACKLOG,
-    yieldAbovePerS: config.STARTER_YIELD_ABOVE_PER_S,
-    yieldMaxMs: config.STARTER_YIELD_MAX_MS,
+    gates: [
+      new AcceptanceGate(config.STARTER_YIELD_ABOVE_PER_S, clients.log),
+      new BacklogGate(() => clients.workflows.taskBacklog(), config.STARTER_MAX_BACKLOG, onBacklog, clients.log),
+    ],
     log: clients.log,
     consumer: `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     maxInFlight: config.STARTER_MAX_IN_FLIGHT,
     claimIdleMs: config.STARTER_CLAIM_IDLE_MS,
-    ...hooks,
+    ...onStart,
   });
 }

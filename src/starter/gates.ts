@@ -1,0 +1,116 @@
+/**
+ * The starter's policies, each behind one small interface: a gate says how long starts wait from now and how
+ * many may go. The loop (src/starter/starter.ts) asks its gates before it reads a start queue; the mechanism
+ * (read, start, acknowledge, claim) knows nothing of why they wait.
+ * - BacklogGate: no more starts than the workers take (Temporal's task queue backlog).
+ * - AcceptanceGate: no starts while this process accepts a stampede (AcceptancePace, src/starter/pacing.ts).
+ */
+import type { Logger } from '../logger';
+import { AcceptancePace, PACE_WINDOW_MS } from './pacing';
+
+export interface StartGate {
+  /**
+   * @param idle whether the starter has no start in flight and none waiting for a retry
+   * @returns how long starts wait from now (ms; 0: they may go)
+   * @throws never: a gate that cannot read what it judges by lets the starts go
+   */
+  waitMs(idle: boolean): Promise<number>;
+  /** @returns how many starts may go now (a gate without it does not count them) */
+  room?(): number;
+  /** Told each start made. */
+  started?(): void;
+  /** Told each order this process has just accepted. */
+  accepted?(): void;
+}
+
+/** Backlog readings are this far apart (ms); a reading is one DescribeTaskQueue call. */
+const BACKLOG_CHECK_MS = 1000;
+
+/**
+ * Until the next reading of the task queue's backlog (Temporal's count of workflow tasks waiting for a worker,
+ * read every BACKLOG_CHECK_MS), at most maxBacklog minus that backlog starts are made: beyond what the workers
+ * take, starting more only lengthens the queue inside Temporal, where the orders' first tasks compete with the
+ * tasks that settle others (workflow tasks then outlast their timeout and are run again). Those orders wait in
+ * Redis instead, accepted and payable. A failed reading allows a full budget: the starts then find out.
+ */
+export class BacklogGate implements StartGate {
+  private nextCheck = 0;
+  private budget = 0;
+
+  /**
+   * @param taskBacklog reads the workflow tasks waiting for a worker on the order task queue
+   * @param onBacklog told each reading (a metric)
+   * @param now clock in ms
+   */
+  constructor(
+    private readonly taskBacklog: () => Promise<number>,
+    private readonly maxBacklog: number,
+    private readonly onBacklog: (tasks: number) => void,
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async waitMs(): Promise<number> {
+    const now = this.now();
+    if (now >= this.nextCheck) {
+      this.nextCheck = now + BACKLOG_CHECK_MS;
+      const tasks = await this.taskBacklog().catch(() => 0);
+      this.onBacklog(tasks);
+      if (tasks >= this.maxBacklog && this.budget > 0) this.log.info({ tasks, maxBacklog: this.maxBacklog }, 'starts wait: workflow tasks wait for a worker');
+      this.budget = Math.max(0, this.maxBacklog - tasks);
+    }
+    return this.budget > 0 ? 0 : Math.max(1, this.nextCheck - this.now());
+  }
+
+  room(): number {
+    return Math.max(0, this.budget);
+  }
+
+  started(): void {
+    this.budget -= 1;
+  }
+}
+
+/**
+ * The longest the stampede holds the starts in a row (ms): long enough for a sale's first seconds, short against
+ * a payment window, so a sale that keeps its pace for longer still gets its workflows; not a setting.
+ */
+const YIELD_MAX_MS = 5000;
+
+/**
+ * Acceptance first: while this process accepts orders at yieldAbovePerS or faster (AcceptancePace), no start is
+ * made, for at most YIELD_MAX_MS in a row. The starts, their gRPC calls and the first workflow tasks they cause
+ * take CPU that the stampede's purchases need, and a queue filled faster than Temporal starts drains no later
+ * for being started meanwhile; the orders are payable from the 202 on. An idle starter also waits out the first
+ * window of orders after a quiet one, whose pace is not known yet. Logs when a hot spell begins and when it has
+ * lasted YIELD_MAX_MS.
+ */
+export class AcceptanceGate implements StartGate {
+  private readonly pace: AcceptancePace;
+  private was: 'go' | 'wait' | 'overdue' = 'go';
+
+  /** @param yieldAbovePerS orders/s (0: never waits) */
+  constructor(
+    private readonly yieldAbovePerS: number,
+    private readonly log: Logger,
+  ) {
+    this.pace = new AcceptancePace(yieldAbovePerS, YIELD_MAX_MS);
+  }
+
+  accepted(): void {
+    this.pace.accepted(performance.now());
+  }
+
+  async waitMs(idle: boolean): Promise<number> {
+    const now = performance.now();
+    const pace = this.pace.at(now, idle);
+    if (pace === 'opening') return this.pace.windowLeftMs(now);
+    if (pace !== this.was) {
+      const fields = { yieldAbovePerS: this.yieldAbovePerS, yieldMaxMs: YIELD_MAX_MS };
+      if (pace === 'wait') this.log.info(fields, 'starts wait: this process accepts orders at STARTER_YIELD_ABOVE_PER_S or faster');
+      if (pace === 'overdue') this.log.info(fields, 'starts go on: the acceptance has kept its pace for the longest wait');
+      this.was = pace;
+    }
+    return pace === 'wait' ? PACE_WINDOW_MS : 0;
+  }
+}
