@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { stackEnv } from '../scripts/stack-env';
@@ -79,11 +80,11 @@ test('with STARTER_IN_API=false the API only accepts; `node dist/starter/main.js
     started.push(((await res.json()) as { orderId: string }).orderId);
   }
   const exists = (id: string) => temporal!.workflow.getHandle(id).describe().then(() => true, () => false);
-  // The API's own starter would have started them within its first poll.
-  await new Promise((resolve) => setTimeout(resolve, 2000));
-  expect(await Promise.all(started.map(exists))).toEqual([false, false, false]);
   const starter = startChild('starter', 'dist/starter/main.js', env, join(dir, 'compiled-starter.log'), 'starter running');
   children.push(starter);
   await starter.ready;
   await until('the starter started all three workflows', async () => (await Promise.all(started.map(exists))).every(Boolean));
+  // Each start names its client (the SDK's identity, pid@host): the starter process's, none the API's.
+  const startedBy = await Promise.all(started.map(async (id) => (await temporal!.workflow.getHandle(id).fetchHistory()).events?.[0].workflowExecutionStartedEventAttributes?.identity));
+  expect(startedBy).toEqual(started.map(() => `${starter.process.pid}@${hostname()}`));
 });

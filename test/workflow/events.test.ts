@@ -10,7 +10,7 @@ import { readSaleEvents } from '../../src/audit';
 import { orderEvent, type OrderEvent } from '../../src/order/events';
 import { createKafka } from '../../src/kafka';
 import { EventPublisher } from '../../src/order/publisher';
-import { testConfig } from '../helpers';
+import { testConfig, until } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';
 
 const config = testConfig();
@@ -78,9 +78,9 @@ test("readSaleEvents from a time: the sale's events published after it, none of 
   const [[before], [after]] = eventsOf(2, 1, saleId);
   const startMs = Date.now();
   await publisher.publish(before);
-  await new Promise((r) => setTimeout(r, 50));
-  const sinceMs = Date.now();
-  await new Promise((r) => setTimeout(r, 50));
+  // Message timestamps are the producer's clock in ms: `before` has one below sinceMs, `after` one at or above it.
+  const publishedMs = Date.now();
+  const sinceMs = await until('the clock past the first publish', async () => (Date.now() > publishedMs ? Date.now() : undefined), 1000);
   await publisher.publish(after);
   const fromThen = await readSaleEvents(kafka, config.KAFKA_TOPIC, saleId, sinceMs);
   expect([...fromThen.events.keys()]).toEqual([after.eventId]);

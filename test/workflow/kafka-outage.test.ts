@@ -43,6 +43,7 @@ test('broker stopped for 40 s while orders are placed, paid and expire: every or
     if (i % 2 === 0) await temporal.workflow.getHandle(order.orderId).signal(paidSignal, { paymentId: `pay-${order.orderId}`, amount: 800 });
     orders.push(order);
   }
+  // The outage's length is the scenario (every payment window ends inside it), not a wait for the workflows.
   await new Promise((r) => setTimeout(r, Math.max(0, stoppedAt + OUTAGE_MS - Date.now())));
   services('up');
 
