@@ -25,9 +25,9 @@
 --                                          (src/reservation/store.ts, SOLD_OUT across shards)
 --   {'NOT_LOADED'}                         the shard lost its data: nothing is written until the rebuild
 --   {'LEASE_OVER'}                         `take` only: the claim is older than its lease (nothing written)
--- Idempotent per orderId (I5): run again for an order that holds a reservation here (a client resent it after its
--- reply was lost), or held one and gave its unit back already (released), it writes nothing and answers as the
--- first run did. A refusal writes nothing. The buyer check comes first so a holder is told 409, not 410.
+-- Idempotent per orderId (I5): run again for an order that holds a reservation here (for `reserve`, with the
+-- buyer's entry naming it) because a client resent it after its reply was lost, or that held one and gave its unit
+-- back already (released), it writes nothing and answers as the first run did. A refusal writes nothing. The buyer check comes first so a holder is told 409, not 410.
 -- The lease: a claim older than leaseMs (by this node's clock against the home node's, claimedAtMs) takes no
 -- unit, so that claim repair, which undoes only claims older than twice that (src/reservation/claims.ts), never
 -- undoes a claim whose take could still land (the buyer would hold two reservations).
@@ -40,6 +40,10 @@ if buyers then
   userId, entryFrom = ARGV[3], 4
 else
   claimedAtMs, leaseMs, entryFrom = tonumber(ARGV[3]), tonumber(ARGV[4]), 5
+  -- Without them the lease could not be checked: refuse, writing nothing, rather than take a unit.
+  if not (claimedAtMs and leaseMs) then
+    return redis.error_reply('BAD_ARGUMENTS take needs claimedAtMs and leaseMs (ms)')
+  end
 end
 
 local function node()
@@ -69,7 +73,7 @@ end
 if held and held ~= orderId then
   return {'ALREADY_PURCHASED', held}
 end
-if claimedAtMs then
+if not buyers then
   local now = redis.call('TIME')
   if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - claimedAtMs > leaseMs then
     return {'LEASE_OVER'}
