@@ -3,6 +3,7 @@
  * progress, the report and the audit; exits 1 when the audit fails. Options (defaults in DEFAULT_DEMO):
  *   --buyers N  --quantity N  --items N  --pay-share 0..1  --payment-window-ms MS  --second-wave N
  *   --impatient-share 0..1  --concurrency N  --rate REQ_PER_S  --port N  --stock-shards S
+ *   --payments-api own|shared (the payment service's own API process, the default, or the buyers')
  * On the local Redis Cluster: REDIS_CLUSTER_NODES=… (README, Past one machine); API_PROCESSES=N runs N API processes.
  */
 import { parseArgs } from 'node:util';
@@ -23,8 +24,14 @@ const FLAGS: Record<string, keyof typeof DEFAULT_DEMO> = {
 };
 
 function options(): DemoOptions {
-  const { values } = parseArgs({ options: Object.fromEntries(Object.keys(FLAGS).map((f) => [f, { type: 'string' as const }])) });
+  const { values } = parseArgs({ options: Object.fromEntries([...Object.keys(FLAGS), 'payments-api'].map((f) => [f, { type: 'string' as const }])) });
   const chosen: DemoOptions = { ...DEFAULT_DEMO, print: (line) => console.log(line) };
+  const paymentsApi = values['payments-api'] ?? DEFAULT_DEMO.paymentsApi;
+  if (paymentsApi !== 'own' && paymentsApi !== 'shared') {
+    console.error(`--payments-api ${paymentsApi}: expected own or shared`);
+    process.exit(2);
+  }
+  chosen.paymentsApi = paymentsApi;
   for (const [flag, key] of Object.entries(FLAGS)) {
     const text = values[flag];
     if (text === undefined) continue;

@@ -57,6 +57,11 @@ export interface DemoOptions {
   rate: number;
   priceMinor: number;
   apiPort: number;
+  /**
+   * Where the payment service sends its payments: 'own', an API process of its own (the same program, without a
+   * starter), or 'shared', the buyers' API.
+   */
+  paymentsApi: 'own' | 'shared';
   /** Stock shards per item (each on its own master of a Redis Cluster, REDIS_CLUSTER_NODES). */
   stockShards: number;
   taskQueue: string;
@@ -82,6 +87,7 @@ export const DEFAULT_DEMO: Omit<DemoOptions, 'print'> = {
   rate: 0,
   priceMinor: 1999,
   apiPort: 3000,
+  paymentsApi: 'own',
   stockShards: 1,
   taskQueue: 'flash-sale-orders',
   maxDurationMs: 45 * 60_000,
@@ -110,6 +116,8 @@ export interface DemoResult {
   saleId: number;
   options: Omit<DemoOptions, 'print'>;
   machine: { cores: number; node: string };
+  /** The service's processes the demo ran, as `name` or `name (nice N)`. */
+  processes: string[];
   waves: WaveSummary[];
   /** Wave 1: sale start → the start queue empty (the last accepted order's workflow started), ±100 ms. */
   msFromStartToLastStarted: number;
@@ -370,7 +378,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const dir = join(options.reportDir, `demo-${runId}`);
   mkdirSync(dir, { recursive: true });
   // The whole crowd comes from loopback: one client IP. Its limit is lifted; each buyer's stays as configured.
-  const env = { ...process.env, ...options.environment, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
+  // The starter runs in a process of its own unless STARTER_IN_API says otherwise: on one machine it is part of
+  // the drain, which yields the CPU to the API (docs/performance.md, the payment route under a burst).
+  const env = { STARTER_IN_API: 'false', ...process.env, ...options.environment, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
   const config = loadConfig(env);
   const hardStopMs = Date.now() + options.maxDurationMs;
 
@@ -379,6 +389,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const store = new ReservationStore(redis, new SaleLayouts(pool));
   const temporal = await connectTemporal(config);
   const children: Child[] = [];
+  const processes: string[] = [];
   const payments = newPaymentTally();
   // Orders paid through the signal: what became of the payment is the workflow's to decide, read at the end.
   const signalled: string[] = [];
@@ -404,13 +415,22 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 
     print('starting the API and the worker…');
     children.push(startChild('api', 'dist/api/main.js', env, join(dir, 'api.log'), 'api listening'));
+    processes.push(config.STARTER_IN_API ? 'api (with its starter)' : 'api', 'worker (nice 10)', ...(config.STARTER_IN_API ? [] : ['starter (nice 10)']));
     // The worker's work is the drain, at Temporal's pace: it yields the CPU to the API while the stampede lasts.
     const workerMetricsPort = await freePort();
     children.push(startChild('worker', 'dist/worker/main.js', { ...env, WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
-    // STARTER_IN_API=false: the workflows are started by a starter process of their own (docs/deploy.md).
-    if (!config.STARTER_IN_API) children.push(startChild('starter', 'dist/starter/main.js', env, join(dir, 'starter.log'), 'starter running'));
+    // STARTER_IN_API=false (the demo's default): a starter process of its own (docs/deploy.md), niced like the worker.
+    if (!config.STARTER_IN_API) children.push(startChild('starter', 'dist/starter/main.js', env, join(dir, 'starter.log'), 'starter running', { nice: 10 }));
+    // The payment service's own door: a stampede on the buyers' API does not queue its payments behind the
+    // presses in one event loop (docs/deploy.md).
+    const paymentsPort = options.paymentsApi === 'own' ? await freePort() : options.apiPort;
+    if (options.paymentsApi === 'own') {
+      children.push(startChild('payments-api', 'dist/api/main.js', { ...env, API_PORT: String(paymentsPort), STARTER_IN_API: 'false' }, join(dir, 'payments-api.log'), 'api listening'));
+      processes.push("the payment service's api");
+    }
     await Promise.all(children.map((c) => c.ready));
     const baseUrl = `http://${config.API_HOST}:${options.apiPort}`;
+    const paymentsUrl = `http://${config.API_HOST}:${paymentsPort}`;
 
     const saleStartMs = Date.now() + SALE_OPENS_IN_MS;
     const sale = await createSale(pool, {
@@ -484,7 +504,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
             took();
             return 'SIGNALLED';
           }
-          const res = await request(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
+          const res = await request(`${paymentsUrl}/api/flash-sales/orders/${orderId}/payment`, {
             dispatcher: paymentService,
             method: 'POST',
             headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },
@@ -649,6 +669,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const workerMetrics = await (await fetch(`http://127.0.0.1:${workerMetricsPort}/metrics`)).text();
     writeFileSync(join(dir, 'worker-metrics.prom'), workerMetrics);
     writeFileSync(join(dir, 'api-metrics.prom'), await (await fetch(`${baseUrl}/metrics`)).text());
+    if (paymentsUrl !== baseUrl) writeFileSync(join(dir, 'payments-api-metrics.prom'), await (await fetch(`${paymentsUrl}/metrics`)).text());
     writeFileSync(join(dir, 'payments.jsonl'), attempts.map((a) => JSON.stringify(a)).join('\n') + '\n');
     const taskMetrics = workerTaskMetrics(workerMetrics);
 
@@ -665,6 +686,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       saleId: sale.saleId,
       options: plainOptions,
       machine: { cores: cpus().length, node: process.version },
+      processes,
       waves: [wave1Summary, wave2Summary],
       msFromStartToLastStarted: wave1LastStartedMs,
       stagesMs: { setup: saleStartMs - runStartMs, sale: settledMs - saleStartMs, checks: Date.now() - settledMs },
@@ -733,6 +755,8 @@ export function renderMarkdown(r: DemoResult): string {
     `# Flash sale demo — sale ${r.saleId}`,
     '',
     `Machine: ${r.machine.cores} cores, Node ${r.machine.node}. Buyers: ${r.options.buyers} + ${r.options.secondWaveBuyers}; units: ${r.options.items} × ${r.options.quantity}; payment window ${r.options.paymentWindowMs} ms.`,
+    '',
+    `Processes: ${r.processes.join(', ')}.`,
     '',
     '| wave | requests | offered req/s | served req/s | statuses | 202 latency p50/p95/p99 ms | 410 latency p50/p95/p99 ms | ms to sold out | ms to last 202 |',
     '|---|---|---|---|---|---|---|---|---|',
