@@ -5,7 +5,9 @@
  */
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { DEFAULT_CLAIM_IDLE_MS } from './reservation/claims';
+
+/** STARTER_CLAIM_IDLE_MS's default (ms): stale purchase claims and start queue entries are taken over at this age. */
+export const DEFAULT_CLAIM_IDLE_MS = 30_000;
 
 const DEV_JWT_SECRET = 'dev-only-flash-sale-jwt-secret-change-me-0123456789';
 const DEV_ADMIN_TOKEN = 'dev-only-admin-token';

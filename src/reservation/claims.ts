@@ -15,9 +15,6 @@ import { claimMember, parseClaimMember } from './formats';
 import { itemShardCount, shardKeys } from './layout';
 import type { LayoutSource } from './store';
 
-/** STARTER_CLAIM_IDLE_MS's default: claims older than this are repaired (ms). */
-export const DEFAULT_CLAIM_IDLE_MS = 30_000;
-
 /** Claims read per page of a shard's stale claims. */
 const CLAIMS_PER_PASS = 100;
 

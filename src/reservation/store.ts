@@ -16,7 +16,8 @@
 import { Cluster } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import type { OrderInput } from '../order/types';
-import { claimLeaseMs, DEFAULT_CLAIM_IDLE_MS } from './claims';
+import { DEFAULT_CLAIM_IDLE_MS } from '../config';
+import { claimLeaseMs } from './claims';
 import { idempotent, type FlashRedis } from './client';
 import { claimMember, entryFields, parseReservation, reservationTerms } from './formats';
 import { homeShard, itemShardCount, placeTags, shardKeys, tagOf, type SaleLayout } from './layout';
