@@ -8,6 +8,7 @@ import { isUnavailable } from '../../src/api/errors';
 import type { OrderInput } from '../../src/order/types';
 import { connectTemporal, OrderWorkflows } from '../../src/temporal';
 import { ItemIdKey, OrderStatusKey, SaleIdKey, UserIdKey } from '../../src/workflows/definitions';
+import { openRelay } from '../../tools/chaos/relay';
 import { testConfig, until } from '../helpers';
 
 const config = testConfig({ TEMPORAL_TASK_QUEUE: `order-workflows-${randomUUID()}` });
@@ -67,12 +68,16 @@ test('a namespace that does not exist: the check rejects with the gRPC status NO
 });
 
 test('a server that does not answer within TEMPORAL_CALL_TIMEOUT_MS: the call rejects as unavailable', async () => {
-  const impatient = await OrderWorkflows.connect(testConfig({ TEMPORAL_CALL_TIMEOUT_MS: '1' }));
+  // Through a relay that holds every byte once frozen: connected, then silent, as a server that stopped answering.
+  const relay = await openRelay(config.TEMPORAL_HOST, config.TEMPORAL_PORT);
+  const impatient = await OrderWorkflows.connect(testConfig({ TEMPORAL_PORT: String(relay.port), TEMPORAL_CALL_TIMEOUT_MS: '500' }));
   try {
+    relay.freeze();
     const err = await impatient.start(order()).catch((e: unknown) => e);
-    expect(err).toMatchObject({ name: 'ServiceError' });
-    expect(isUnavailable(err)).toBe(true);
+    expect({ name: (err as Error).name, unavailable: isUnavailable(err), message: String(err) }).toMatchObject({ name: 'ServiceError', unavailable: true });
   } finally {
+    relay.thaw();
     await impatient.close();
+    await relay.close();
   }
 });
