@@ -27,7 +27,6 @@ export interface RunningWorker {
 
 /**
  * Creates and starts a worker.
- * @param extraActivities registered beside the order's activities (tools/bench/drain.ts adds its baseline's)
  * @param log where an outage of PostgreSQL, Redis or Kafka at start is reported (the worker starts anyway)
  * @throws DependencyError naming PostgreSQL, Redis or Kafka when one is wrongly configured (TLS,
  *   credentials), or Temporal when it is out of reach; the clients opened so far are closed
@@ -35,7 +34,6 @@ export interface RunningWorker {
 export async function startWorker(
   config: Config,
   bundle: BundleOption,
-  extraActivities: Record<string, () => Promise<unknown>> = {},
   log: Logger = createLogger(config.LOG_LEVEL, 'worker'),
 ): Promise<RunningWorker> {
   const pool = createPool(config);
@@ -65,7 +63,7 @@ export async function startWorker(
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...bundle,
-    activities: { ...extraActivities, ...createActivities({ orders: new Orders(pool, reservations), events, reservations }) },
+    activities: createActivities({ orders: new Orders(pool, reservations), events, reservations }),
     maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
     maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
     maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
@@ -137,7 +135,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'worker');
   installWorkerRuntime(config, log);
-  const running = await startWorker(config, await workflowBundle(), {}, log);
+  const running = await startWorker(config, await workflowBundle(), log);
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'worker running');
   const stop = () => {
     log.info('shutting down');

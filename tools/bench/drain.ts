@@ -1,7 +1,7 @@
 /**
  * Benchmark of what one order costs Temporal, the worker and PostgreSQL (`npx tsx tools/bench/drain.ts`): N orders
  * through the real orderWorkflow on the stack's Temporal, one worker process, and in the same run N minimal
- * workflows (start → one no-op activity → complete) on the same server and worker as the baseline. Each order
+ * workflows (start → one no-op activity → complete) on the same server and worker process as the baseline. Each order
  * has its unit reserved in Redis first. Every other one is paid by the `paid` signal once its row is in
  * PostgreSQL (as a payment service that reacts to OrderPlaced), in a sale with a 10 min payment window; the
  * rest are in a sale with a payment window of BENCH_DRAIN_WINDOW_MS, longer than the backlog so that each
@@ -33,6 +33,7 @@ import { paidSignal } from '../../src/workflows/definitions';
 import { stackPid, treesCpuMs } from '../shared/procCpu';
 import { counter } from '../shared/promText';
 import { appendResult } from '../shared/benchResults';
+import { shardPlacer } from '../../src/reservation/placement';
 
 const ORDERS = Number(process.env.BENCH_DRAIN_ORDERS ?? 1000);
 const IN_FLIGHT = Number(process.env.BENCH_DRAIN_IN_FLIGHT ?? 100);
@@ -117,6 +118,7 @@ async function startAll(count: number, start: (i: number) => Promise<string>): P
 
 export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindFigures; ratio: Record<string, number> }> {
   const taskQueue = `bench-drain-${randomUUID()}`;
+  const baselineQueue = `${taskQueue}-baseline`;
   const config = loadConfig({ ...process.env, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: taskQueue });
   const pool = createPool(config);
   const redis = createRedis(config);
@@ -127,7 +129,7 @@ export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindF
   const worker = startChild(
     'drain worker',
     'tools/bench/drainWorker.ts',
-    { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue, LOG_LEVEL: 'warn', WORKER_METRICS_PORT: String(metricsPort) },
+    { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue, BENCH_DRAIN_BASELINE_QUEUE: baselineQueue, LOG_LEVEL: 'warn', WORKER_METRICS_PORT: String(metricsPort) },
     join(logDir, 'worker.log'),
     'drain worker running',
   );
@@ -135,9 +137,9 @@ export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindF
     await worker.ready;
     const workerPid = { pid: worker.process.pid as number, metrics: `http://127.0.0.1:${metricsPort}/metrics` };
 
-    const minimal = await measure(temporal, `TaskQueue = "${taskQueue}" AND WorkflowType = "minimalWorkflow"`, ORDERS, workerPid, () =>
+    const minimal = await measure(temporal, `TaskQueue = "${baselineQueue}" AND WorkflowType = "minimalWorkflow"`, ORDERS, workerPid, () =>
       startAll(ORDERS, async () => {
-        const handle = await temporal.workflow.start('minimalWorkflow', { workflowId: randomUUID(), taskQueue, args: [] });
+        const handle = await temporal.workflow.start('minimalWorkflow', { workflowId: randomUUID(), taskQueue: baselineQueue, args: [] });
         return handle.workflowId;
       }),
     );
@@ -150,7 +152,7 @@ export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindF
         endsAt: new Date(now + 3_600_000).toISOString(),
         paymentWindowMs,
         items: [{ productId: 'bench', quantity: ORDERS, priceMinor: PRICE, currency: 'EUR' }],
-      }, store.placeShards);
+      }, shardPlacer(store.redis));
       await loadSale(pool, store, sale.saleId, false);
       return { saleId: sale.saleId, itemId: sale.items[0].itemId, paymentWindowMs };
     };
