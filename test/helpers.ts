@@ -17,6 +17,7 @@ import { ReservationStore } from '../src/reservation/store';
 import { createRedis, type FlashRedis } from '../src/reservation/client';
 import { SaleLayouts, shardKeys } from '../src/reservation/layout';
 import { createSale, loadSale, type Sale } from '../src/sale/sales';
+import { shardPlacer } from '../src/reservation/placement';
 
 /**
  * Configuration for a test: silent logs, a free API port, a task queue no other suite polls, purchases without
@@ -112,7 +113,7 @@ export async function createTestSale(clients: Clients, options: TestSaleOptions 
       currency: 'EUR',
       ...(options.stockShards?.[i] !== undefined && { stockShards: options.stockShards[i] }),
     })),
-  }, clients.store.placeShards);
+  }, shardPlacer(clients.store.redis));
   await loadSale(clients.pool, clients.store, sale.saleId, false);
   clients.sales.push(sale.saleId);
   return sale;

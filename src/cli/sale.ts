@@ -16,6 +16,7 @@ import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';
 import { createSale, findSale, loadSale, SaleInput, type Sale } from '../sale/sales';
+import { shardPlacer, sharedMasters } from '../reservation/placement';
 
 class UsageError extends Error {}
 
@@ -57,7 +58,7 @@ async function run(argv: string[]): Promise<Sale> {
         items: (values.item ?? ['flash-item:10000:1999']).map((text) => ({ ...parseItem(text), stockShards: Number(values['stock-shards']) })),
       });
       if (!input.success) throw new UsageError(input.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('\n'));
-      const sale = await createSale(pool, input.data, store.placeShards);
+      const sale = await createSale(pool, input.data, shardPlacer(store.redis));
       await loadSale(pool, store, sale.saleId, false);
       return sale;
     }
@@ -67,7 +68,7 @@ async function run(argv: string[]): Promise<Sale> {
     if (command !== 'load' && command !== 'show') throw new UsageError('usage: sale create|load|show (see src/cli/sale.ts)');
     if (!sale) throw new Error(`sale ${saleId} not found`);
     if (command === 'load') {
-      const shared = await store.sharedMasters(sale.saleId);
+      const shared = await sharedMasters(store.redis, store.layouts, sale.saleId);
       if (shared.length) console.error(`warning: stock shards share a master (slots moved since the sale was made): ${shared.join(', ')}`);
     }
     return sale;

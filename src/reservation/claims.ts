@@ -13,7 +13,7 @@ import type { OrderInput } from '../order/types';
 import { idempotent, type FlashRedis } from './client';
 import { claimMember, parseClaimMember } from './formats';
 import { itemShardCount, shardKeys } from './layout';
-import type { LayoutSource } from './store';
+import type { LayoutSource } from './layout';
 
 /** Claims read per page of a shard's stale claims. */
 const CLAIMS_PER_PASS = 100;

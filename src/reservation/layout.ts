@@ -140,8 +140,14 @@ export function placeTags(saleId: number, shards: number, ownerOf?: (tag: string
   return tags;
 }
 
+/** Where a sale's layout comes from: SaleLayouts (PostgreSQL, cached), or a fixed one in unit tests. */
+export interface LayoutSource {
+  /** @throws LayoutError when the sale does not exist */
+  get(saleId: number): Promise<SaleLayout>;
+}
+
 /** The layouts of sales, read from PostgreSQL once per sale (they never change). */
-export class SaleLayouts {
+export class SaleLayouts implements LayoutSource {
   private readonly cache = new Map<number, Promise<SaleLayout>>();
 
   constructor(private readonly pool: Pool) {}

@@ -13,7 +13,7 @@ import type { Cluster } from 'ioredis';
 import type { OrderInput } from '../order/types';
 import { parseEntryFields } from './formats';
 import { shardKeys } from './layout';
-import type { LayoutSource } from './store';
+import type { LayoutSource } from './layout';
 
 /** The consumer group every starter reads through. */
 export const STARTER_GROUP = 'starters';

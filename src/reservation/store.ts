@@ -13,15 +13,14 @@
  * whose reply was lost is run again and answers as the first run did. A crash between two steps leaves a claim,
  * which src/reservation/claims.ts repairs.
  */
-import { Cluster } from 'ioredis';
-import calculateSlot from 'cluster-key-slot';
 import type { OrderInput } from '../order/types';
 import { DEFAULT_CLAIM_IDLE_MS } from '../config';
 import { claimLeaseMs } from './claims';
 import { idempotent, type FlashRedis } from './client';
-import { claimMember, entryFields, parseReservation, reservationTerms } from './formats';
-import { homeShard, itemShardCount, placeTags, shardKeys, tagOf, type SaleLayout } from './layout';
+import { claimMember, entryFields, reservationTerms } from './formats';
+import { homeShard, itemShardCount, shardKeys, tagOf, type LayoutSource, type SaleLayout } from './layout';
 import type { ReplicationBarrier } from './replication';
+import { ReservationView } from './views';
 
 /** Outcome of a reservation attempt; errors as values for the API's single outcome→HTTP map. */
 export type ReserveOutcome =
@@ -38,12 +37,6 @@ export type ReserveOutcome =
 /** The order a release names: its unit goes back to its stock shard, its buyer's entry is cleared at home. */
 export type ReleaseTarget = Pick<OrderInput, 'saleId' | 'itemId' | 'orderId' | 'userId' | 'stockShard'>;
 
-/** Where a sale's layout comes from: SaleLayouts (PostgreSQL, cached), or a fixed one in unit tests. */
-export interface LayoutSource {
-  /** @throws LayoutError when the sale does not exist */
-  get(saleId: number): Promise<SaleLayout>;
-}
-
 /**
  * Full passes over an item's shards before a buyer is told it is neither reserved nor sold out (UNDECIDED): a
  * pass that finds every shard empty answers SOLD_OUT only if no unit came back to a shard since it was looked at.
@@ -58,8 +51,11 @@ function shardsFrom(first: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => (first + i) % count);
 }
 
-/** Stock and reservations of sale events in Redis. Methods throw ioredis errors when Redis stays unreachable. */
-export class ReservationStore {
+/**
+ * Stock and reservations of sale events in Redis: reserve and release, and the reads of ReservationView. Methods
+ * throw ioredis errors when Redis stays unreachable.
+ */
+export class ReservationStore extends ReservationView {
   /** How old a claim may be when its unit is taken (reserve.lua as `take`), ms: half the age at which claim repair undoes it. */
   private readonly claimLeaseMs: number;
 
@@ -70,11 +66,11 @@ export class ReservationStore {
    * @param options.claimIdleMs the age at which claim repair undoes a claim (STARTER_CLAIM_IDLE_MS)
    */
   constructor(
-    /** The client it runs on, which src/reservation/loading.ts shares. */
-    readonly redis: FlashRedis,
-    readonly layouts: LayoutSource,
+    redis: FlashRedis,
+    layouts: LayoutSource,
     private readonly options: { barrier?: ReplicationBarrier; replicas?: number; claimIdleMs?: number } = {},
   ) {
+    super(redis, layouts);
     this.claimLeaseMs = claimLeaseMs(options.claimIdleMs ?? DEFAULT_CLAIM_IDLE_MS);
   }
 
@@ -242,104 +238,5 @@ export class ReservationStore {
       const homeKeys = shardKeys(tagOf(layout, home));
       await idempotent(() => this.redis.unclaim(homeKeys.buyers, homeKeys.claims, homeKeys.loaded, order.userId, order.orderId, claimMember(order)));
     }
-  }
-
-  /** @returns per item id, the stock (free units) of each of its shards (undefined where a shard is not loaded) */
-  async stockByShard(saleId: number, itemIds: readonly number[]): Promise<Map<number, (number | undefined)[]>> {
-    const free = await this.freeUnits(saleId, itemIds, (tx, key) => tx.llen(key));
-    return new Map([...free].map(([id, parts]) => [id, parts.map((n) => (n === undefined ? undefined : Number(n)))]));
-  }
-
-  /** @returns per item id, the free unit numbers of each of its shards in the order they are handed out (undefined where a shard is not loaded) */
-  async unitsByShard(saleId: number, itemIds: readonly number[]): Promise<Map<number, (number[] | undefined)[]>> {
-    const free = await this.freeUnits(saleId, itemIds, (tx, key) => tx.lrange(key, 0, -1));
-    return new Map([...free].map(([id, parts]) => [id, parts.map((units) => (units === undefined ? undefined : (units as string[]).map(Number)))]));
-  }
-
-  /** Reads each loaded shard's free-unit list of each item with `read`, in one MULTI per shard with its loaded mark. */
-  private async freeUnits(saleId: number, itemIds: readonly number[], read: (tx: ReturnType<FlashRedis['multi']>, key: string) => unknown): Promise<Map<number, unknown[]>> {
-    const layout = await this.layouts.get(saleId);
-    const out = new Map(itemIds.map((id) => [id, [] as unknown[]]));
-    await Promise.all(
-      layout.tags.map(async (tag, k) => {
-        const here = itemIds.filter((id) => itemShardCount(layout, id) > k);
-        if (!here.length) return;
-        const keys = shardKeys(tag);
-        const replies = await idempotent(() => {
-          const tx = this.redis.multi().exists(keys.loaded);
-          for (const id of here) read(tx, keys.stock(id));
-          return tx.exec();
-        });
-        const [[, loaded], ...values] = replies as [Error | null, unknown][];
-        here.forEach((id, i) => ((out.get(id) as unknown[])[k] = loaded === 1 ? values[i][1] : undefined));
-      }),
-    );
-    return out;
-  }
-
-  /** @returns the stock per item id, summed over its shards; undefined when any of its shards is not loaded */
-  async stock(saleId: number, itemIds: readonly number[]): Promise<Map<number, number | undefined>> {
-    const byShard = await this.stockByShard(saleId, itemIds);
-    return new Map(
-      [...byShard].map(([id, parts]) => [id, parts.length && parts.every((p) => p !== undefined) ? parts.reduce((a: number, p) => a + (p as number), 0) : undefined]),
-    );
-  }
-
-  /** @returns the order held by its reservation in its sale, with its terms, or undefined when the sale holds none for orderId */
-  async findReservation(saleId: number, orderId: string): Promise<OrderInput | undefined> {
-    const layout = await this.layouts.get(saleId);
-    const values = await Promise.all(layout.tags.map((tag) => idempotent(() => this.redis.hget(shardKeys(tag).reservations, orderId))));
-    const k = values.findIndex((v) => v !== null);
-    return k < 0 ? undefined : parseReservation(saleId, k, orderId, values[k] as string);
-  }
-
-  /** @returns every order holding a reservation in the sale (PENDING and PAID), on every shard, read with HSCAN in pages */
-  async reservations(saleId: number): Promise<OrderInput[]> {
-    const layout = await this.layouts.get(saleId);
-    const out: OrderInput[] = [];
-    for (const [k, tag] of layout.tags.entries()) {
-      const stream = this.redis.hscanStream(shardKeys(tag).reservations, { count: 1000 });
-      for await (const page of stream as AsyncIterable<string[]>) {
-        for (let i = 0; i < page.length; i += 2) out.push(parseReservation(saleId, k, page[i], page[i + 1]));
-      }
-    }
-    return out;
-  }
-
-  /** @returns per buyer, the order their home shard records (I3), over all shards of the sale */
-  async buyers(saleId: number): Promise<Map<string, string>> {
-    const layout = await this.layouts.get(saleId);
-    const out = new Map<string, string>();
-    for (const tag of layout.tags) for (const [userId, orderId] of Object.entries(await this.redis.hgetall(shardKeys(tag).buyers))) out.set(userId, orderId);
-    return out;
-  }
-
-  /** @returns the claims in progress (claim.lua) on every shard of the sale, as claim members; none at rest */
-  async claims(saleId: number): Promise<string[]> {
-    const layout = await this.layouts.get(saleId);
-    return (await Promise.all(layout.tags.map((tag) => this.redis.zrange(shardKeys(tag).claims, 0, -1)))).flat();
-  }
-
-  /**
-   * Chooses the tags of a new sale's shards from this client's view of the cluster (layout.ts placeTags).
-   * @throws LayoutError when the cluster has fewer masters than shards
-   */
-  readonly placeShards = (saleId: number, shards: number): string[] => {
-    if (!(this.redis instanceof Cluster)) return placeTags(saleId, shards);
-    const slots = this.redis.slots;
-    return placeTags(saleId, shards, (tag) => slots[calculateSlot(tag)]?.[0], new Set(slots.map((nodes) => nodes[0])).size);
-  };
-
-  /**
-   * @returns the shards of the sale that share a master with another (after a resharding moved slots), as
-   *   `shard k: host:port`; empty on a single node and while the placement holds
-   */
-  async sharedMasters(saleId: number): Promise<string[]> {
-    if (!(this.redis instanceof Cluster)) return [];
-    const layout = await this.layouts.get(saleId);
-    const cluster = this.redis;
-    await new Promise<void>((resolve, reject) => cluster.refreshSlotsCache((err) => (err ? reject(err) : resolve())));
-    const owners = layout.tags.map((tag) => cluster.slots[calculateSlot(tag)]?.[0]);
-    return owners.flatMap((owner, k) => (owners.indexOf(owner) !== k || owners.lastIndexOf(owner) !== k ? [`shard ${k}: ${owner}`] : []));
   }
 }

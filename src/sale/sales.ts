@@ -15,6 +15,7 @@ import { MAX_SHARDS } from '../reservation/layout';
 export const MAX_SALE_UNITS = 1_000_000;
 import { RebuildUnderWay, StockLoader } from '../reservation/loading';
 import type { ReservationStore } from '../reservation/store';
+import type { ShardPlacer } from '../reservation/placement';
 
 const LAST_RFC3339_MS = Date.UTC(10000, 0, 1);
 /** Names and product ids: no control characters (PostgreSQL text refuses NUL; the others have no business there). */
@@ -78,11 +79,11 @@ export interface Sale {
 
 /**
  * Inserts the sale and its items in one transaction, with the hash tags of its stock shards (as many as its
- * items ask for at most) as placeShards chooses them from the Redis slot map (ReservationStore.placeShards).
+ * items ask for at most) as placeShards chooses them from the Redis slot map (src/reservation/placement.ts).
  * @returns the stored sale with item ids
  * @throws LayoutError (from placeShards) when the shards cannot sit on distinct masters; nothing is stored
  */
-export async function createSale(pool: Pool, input: SaleInput, placeShards: ReservationStore['placeShards']): Promise<Sale> {
+export async function createSale(pool: Pool, input: SaleInput, placeShards: ShardPlacer): Promise<Sale> {
   const saleId = await inTransaction(pool, async (tx) => {
     const sale = await tx.query<{ id: number }>(
       'INSERT INTO sale_events (name, starts_at, ends_at, payment_window_ms) VALUES ($1, $2, $3, $4) RETURNING id',

@@ -19,6 +19,7 @@ import { bounded, buyerToken, connectClients, createTestSale, eventually, settle
 import { http, type ApiReply, type Http } from '../openapi';
 import { installTestRuntime } from '../temporalRuntime';
 import { clusterConfig, clusterNodesInfo, masterOf } from './cluster';
+import { sharedMasters } from '../../src/reservation/placement';
 
 // The race waits for its orders' payment windows to close and the audit to pass.
 jest.setTimeout(120_000);
@@ -88,7 +89,7 @@ test('the shards of a 3-shard item sit on the 3 distinct masters of the cluster'
   const owners = layout.tags.map((tag) => masterOf(tag, nodes));
   expect(new Set(owners).size).toBe(3);
   expect(owners.every((o) => o !== undefined)).toBe(true);
-  expect(await clients.store.sharedMasters(sale.saleId)).toEqual([]);
+  expect(await sharedMasters(clients.store.redis, clients.store.layouts, sale.saleId)).toEqual([]);
 });
 
 test('1,000 buyers race for 100 units over 3 shards: 100 × 202, every shard emptied, all expire back to their shards, audit passes', async () => {

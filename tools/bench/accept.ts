@@ -34,6 +34,7 @@ import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/temporal';
 import { appendResult } from '../shared/benchResults';
 import { MACHINE_PARTS, machineCpu, treesCpuMs, type MachineCpu } from '../shared/procCpu';
+import { shardPlacer } from '../../src/reservation/placement';
 
 const ORDERS = Number(process.env.BENCH_ACCEPT_ORDERS ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_ACCEPT_CONCURRENCY ?? 100);
@@ -97,7 +98,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
       endsAt: new Date(now + 3_600_000).toISOString(),
       paymentWindowMs: 1000,
       items: [{ productId: 'bench', quantity: ORDERS, priceMinor: 100, currency: 'EUR' }],
-    }, store.placeShards);
+    }, shardPlacer(store.redis));
     await loadSale(pool, store, sale.saleId, false);
     return { saleId: sale.saleId, itemId: sale.items[0].itemId };
   };
@@ -116,7 +117,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
       endsAt: new Date(Date.now() + 7_200_000).toISOString(),
       paymentWindowMs: 1000,
       items: [{ productId: 'warmup', quantity: 1, priceMinor: 100, currency: 'EUR' }],
-    }, store.placeShards);
+    }, shardPlacer(store.redis));
     const warmup = Array.from({ length: ORDERS }, (_, i) => ({ buyer: `w${i}`, itemId: later.items[0].itemId, token: sign({ sub: `warmup-${i}-${randomUUID()}` }) }));
     for (const url of [baseUrl, bareUrl]) await pressAll({ baseUrl: url, presses: warmup, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 });
     for (const mode of MODES) {

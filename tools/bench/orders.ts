@@ -33,6 +33,7 @@ import { baseTag, SaleLayouts, shardKeys } from '../../src/reservation/layout';
 import { ReservationStore } from '../../src/reservation/store';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { appendResult } from '../shared/benchResults';
+import { shardPlacer } from '../../src/reservation/placement';
 
 const N = Number(process.env.BENCH_ORDERS_N ?? 3000);
 const IN_FLIGHT = Number(process.env.BENCH_ORDERS_IN_FLIGHT ?? 64);
@@ -225,7 +226,7 @@ async function main(): Promise<void> {
       sale: async (items, quantity) => {
         const productIds = Array.from({ length: items }, (_, i) => `p${i}`);
         const input = { name: `bench-orders-${randomUUID()}`, ...saleTerms, items: productIds.map((productId) => ({ productId, quantity, priceMinor: PRICE, currency: 'EUR' })) };
-        const sale = await createSale(setup, input, store.placeShards);
+        const sale = await createSale(setup, input, shardPlacer(store.redis));
         await loadSale(setup, store, sale.saleId, false);
         return { saleId: sale.saleId, itemIds: sale.items.map((i) => i.itemId) };
       },

@@ -25,6 +25,7 @@ import { createSale, loadSale } from '../../src/sale/sales';
 import { appendResult } from '../shared/benchResults';
 import { clusterNodes, clusterNodesInfo, nodePid } from '../shared/localCluster';
 import { stackPid, treesCpuMs } from '../shared/procCpu';
+import { shardPlacer } from '../../src/reservation/placement';
 
 const ORDERS = Number(process.env.BENCH_SHARDS_ORDERS ?? 20_000);
 const CONCURRENCY = Number(process.env.BENCH_SHARDS_CONCURRENCY ?? 200);
@@ -72,7 +73,7 @@ async function measure(config: Config, layout: string, shards: number, nodes: No
         paymentWindowMs: 600_000,
         items: [{ productId: 'hot', quantity: ORDERS, priceMinor: 100, currency: 'EUR', stockShards: shards }],
       },
-      store.placeShards,
+      shardPlacer(store.redis),
     );
     await loadSale(pool, store, sale.saleId, false);
     const itemId = sale.items[0].itemId;

@@ -38,6 +38,7 @@ import { SaleLayouts } from '../../src/reservation/layout';
 import { appendResult } from '../shared/benchResults';
 import { CROWD_IP_LIMIT } from '../shared/crowd';
 import { createSale, loadSale } from '../../src/sale/sales';
+import { shardPlacer } from '../../src/reservation/placement';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -242,7 +243,7 @@ async function main(): Promise<void> {
     endsAt: new Date(now + 3_600_000).toISOString(),
     paymentWindowMs: 600_000,
     items: [{ productId: 'bench', quantity: 0, priceMinor: 100, currency: 'EUR' }],
-  }, store.placeShards);
+  }, shardPlacer(store.redis));
   await loadSale(pool, store, sale.saleId, false);
   const path = `/api/flash-sales/items/${sale.items[0].itemId}/purchase`;
   const gate = new SaleGates(config.SALE_GATE_SECRET).of(sale.saleId);

@@ -41,6 +41,7 @@ import { connectTemporal } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
 import { Random } from './random';
 import { openRelay, type Relay } from './relay';
+import { shardPlacer } from '../../src/reservation/placement';
 
 const ROOT = join(__dirname, '..', '..');
 const run = promisify(execFile);
@@ -617,7 +618,7 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet, cluster: bo
     endsAt: new Date(Date.now() + 3_600_000).toISOString(),
     paymentWindowMs: windowMs,
     items: quantities.map((q, i) => ({ productId: `chaos-${i}`, quantity: q, priceMinor, currency: 'EUR', ...(cluster && { stockShards: CLUSTER_SHARDS }) })),
-  }, clients.store.placeShards);
+  }, shardPlacer(clients.store.redis));
   await loadSale(clients.pool, clients.store, created.saleId, false);
   const layout = await clients.store.layouts.get(created.saleId);
   const seen: Observed = { accepted: [], lostWithShard: new Set(), fiveHundreds: [], payments: [] };

@@ -37,6 +37,7 @@ import { paidSignal } from '../../src/workflows/definitions';
 import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press, type PressResult } from '../shared/crowd';
 import { freePort, startChild, type Child } from '../shared/processes';
 import { latencySummary, percentile } from './stats';
+import { shardPlacer } from '../../src/reservation/placement';
 
 export interface DemoOptions {
   /** Units per item. */
@@ -445,7 +446,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         currency: 'EUR',
         stockShards: options.stockShards,
       })),
-    }, store.placeShards);
+    }, shardPlacer(store.redis));
     await loadSale(pool, store, sale.saleId, false);
     const itemIds = sale.items.map((i) => i.itemId);
     const totalUnits = options.quantity * options.items;

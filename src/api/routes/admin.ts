@@ -16,6 +16,7 @@ import { parseId } from '../../ids';
 import { createSale, findSale, loadSale, RebuildNeeded, RebuildRefused, SaleInput, type Sale } from '../../sale/sales';
 import type { AppDeps } from '../deps';
 import { reply } from '../errors';
+import { shardPlacer, sharedMasters } from '../../reservation/placement';
 
 async function withStock(deps: AppDeps, sale: Sale) {
   const stock = await deps.store.stock(
@@ -36,7 +37,7 @@ export function createSaleHandler(deps: AppDeps) {
     }
     let sale;
     try {
-      sale = await createSale(deps.pool, input.data, deps.store.placeShards);
+      sale = await createSale(deps.pool, input.data, shardPlacer(deps.store.redis));
     } catch (err) {
       // More stock shards than the cluster has masters: nothing was stored.
       if (err instanceof LayoutError) return reply(ctx, 'INVALID_SALE', { details: [`items: ${err.message}`] });
@@ -78,7 +79,7 @@ export function loadStockHandler(deps: AppDeps) {
     }
     if (!sale) return reply(ctx, 'SALE_NOT_FOUND');
     deps.log.warn({ saleId, rebuild }, 'sale stock loaded');
-    const shared = await deps.store.sharedMasters(saleId);
+    const shared = await sharedMasters(deps.store.redis, deps.store.layouts, saleId);
     if (shared.length) deps.log.warn({ saleId, shared }, 'stock shards share a master (slots moved since the sale was made): they no longer spread its load');
     ctx.body = await withStock(deps, sale);
   };
