@@ -85,6 +85,15 @@ export function nodePid(port: number): number {
 
 const cli = promisify(execFile);
 
+/**
+ * Closes the replication links of the master at masterPort (CLIENT KILL TYPE replica): what it writes next reaches
+ * no replica until one connects again (at once, unless it is stopped).
+ * @returns how many links were closed
+ */
+export function dropReplicaLinks(masterPort: number): number {
+  return Number(execFileSync('redis-cli', ['-h', '127.0.0.1', '-p', String(masterPort), 'CLIENT', 'KILL', 'TYPE', 'replica'], { encoding: 'utf8' }).trim());
+}
+
 /** @returns the port of a live replica of the master at masterPort, undefined when it has none */
 export function replicaPort(masterPort: number, nodes = clusterNodesInfo()): number | undefined {
   const master = nodes.find((n) => n.port === masterPort);
