@@ -27,6 +27,9 @@ ts_port() { # SERVICE [membership]: the service's gRPC port (or its membership p
   for i in "${!TS_SERVICES[@]}"; do [[ ${TS_SERVICES[$i]} == "$1" ]] && break; done
   printf '%s' $((TEMPORAL_SERVER_PORT + i + offset))
 }
+ts_namespace_served() {
+  "$TEMPORAL" operator search-attribute list --namespace "$TEMPORAL_NAMESPACE" --address "$TS_ADDR" >/dev/null 2>&1
+}
 ts_ready() {
   "$TEMPORAL" operator namespace describe --namespace "$TEMPORAL_NAMESPACE" --address "$TS_ADDR" >/dev/null 2>&1
 }
@@ -147,7 +150,9 @@ ts_wait() {
   ts_ready || "$TEMPORAL" operator namespace create --namespace "$TEMPORAL_NAMESPACE" --address "$TS_ADDR" --retention 72h \
     >>"$(ts_log frontend)" 2>&1 || ts_ready ||
     die "registering namespace $TEMPORAL_NAMESPACE on the Temporal server failed" "$(ts_log frontend)" "read the log; then up --temporal-server again"
-  wait_for 30 ts_all_alive ts_ready ||
+  # A namespace just registered reaches the frontend's namespace cache within seconds; until then calls on it
+  # (listing its search attributes) answer "not found".
+  wait_for 60 ts_all_alive ts_namespace_served ||
     die "the Temporal server did not serve namespace $TEMPORAL_NAMESPACE ($WAIT_FAILURE)" "$(ts_log frontend)" "read the logs; then down and up --temporal-server again"
   TEMPORAL_ADDR=$TS_ADDR TEMPORAL_LOG=$(ts_log frontend) temporal_search_attributes ||
     die "registering search attributes ($TEMPORAL_SEARCH_ATTRIBUTES) on the Temporal server failed" "$(ts_log frontend)" "read the log"
