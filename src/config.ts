@@ -248,6 +248,12 @@ const fields = z.object({
    * started by starter processes (`npm run starter`) that share its Redis, PostgreSQL and Temporal.
    */
   STARTER_IN_API: flag(true),
+  /**
+   * Whether each worker process runs a starter too, on the worker's own connection with eager start: the server
+   * hands each workflow's first task straight back to that worker (when it has a free slot), not through
+   * matching. Needs the server's system.enableEagerWorkflowStart (on in services.sh's real server).
+   */
+  STARTER_IN_WORKER: flag(false),
   /** Workflow starts a starter keeps in flight at most. */
   STARTER_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).default(20),
   /** The starter starts nothing while more workflow tasks than this wait for a worker on the task queue. */

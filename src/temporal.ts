@@ -3,7 +3,7 @@
  * workflows (workflow id = orderId). Every call carries a gRPC deadline (TEMPORAL_CALL_TIMEOUT_MS): a Temporal
  * that stops answering without closing the connection must not hold a caller for minutes.
  */
-import { Client, Connection, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
+import { Client, Connection, type ConnectionLike, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import type { Config } from './config';
 import { temporalConnection } from './connections';
@@ -19,13 +19,17 @@ export async function connectTemporal(config: Config): Promise<Client> {
 /**
  * Starts orderWorkflow for a reserved unit, with the search attributes the Web UI filters on.
  * The id may never be reused, so a duplicate start cannot make a second workflow for one order (I4).
+ * @param options.eager ask for eager start: the server hands the first workflow task back in its answer, to the
+ *   worker of this process (the client must run on that worker's NativeConnection), when it has a free slot
+ * @returns whether the workflow was started eagerly
  * @throws WorkflowExecutionAlreadyStartedError for a duplicate, connection errors when Temporal is unreachable
  */
-export async function startOrderWorkflow(client: Client, taskQueue: string, order: OrderInput): Promise<void> {
-  await client.workflow.start('orderWorkflow', {
+export async function startOrderWorkflow(client: Client, taskQueue: string, order: OrderInput, options: { eager?: boolean } = {}): Promise<boolean> {
+  const handle = await client.workflow.start('orderWorkflow', {
     workflowId: order.orderId,
     taskQueue,
     args: [order],
+    requestEagerStart: options.eager ?? false,
     workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
     typedSearchAttributes: [
       { key: OrderStatusKey, value: 'PENDING' },
@@ -34,6 +38,7 @@ export async function startOrderWorkflow(client: Client, taskQueue: string, orde
       { key: UserIdKey, value: order.userId },
     ],
   });
+  return handle.eagerlyStarted;
 }
 
 /**
@@ -53,11 +58,21 @@ export class OrderWorkflows {
   private constructor(
     private readonly client: Client,
     private readonly config: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'TEMPORAL_CALL_TIMEOUT_MS'>,
+    /** Starts ask for eager start; the connection is a worker's, which close() leaves open. */
+    private readonly onWorker = false,
   ) {}
 
   /** Connects. @throws a lifted error when Temporal is unreachable */
   static async connect(config: Config): Promise<OrderWorkflows> {
     return new OrderWorkflows(await connectTemporal(config).catch((err: unknown) => Promise.reject(lifted(err))), config);
+  }
+
+  /**
+   * The calls on a worker's own connection (a NativeConnection), whose starts ask for eager start: the first
+   * workflow task of each goes straight to that worker, without a trip through matching.
+   */
+  static onWorker(connection: ConnectionLike, config: Config): OrderWorkflows {
+    return new OrderWorkflows(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config, true);
   }
 
   private call<T>(work: () => Promise<T>): Promise<T> {
@@ -67,7 +82,7 @@ export class OrderWorkflows {
   /** Starts orderWorkflow (I4). @returns 'already-started' when that workflow id exists */
   start(order: OrderInput): Promise<'started' | 'already-started'> {
     return this.call(() =>
-      startOrderWorkflow(this.client, this.config.TEMPORAL_TASK_QUEUE, order).then(
+      startOrderWorkflow(this.client, this.config.TEMPORAL_TASK_QUEUE, order, { eager: this.onWorker }).then(
         () => 'started' as const,
         (err: unknown) => (err instanceof WorkflowExecutionAlreadyStartedError ? ('already-started' as const) : Promise.reject(err)),
       ),
@@ -110,8 +125,8 @@ export class OrderWorkflows {
     });
   }
 
-  /** Closes the connection; calls after it reject. */
+  /** Closes the connection (not a worker's: its worker closes it); calls after it reject. */
   async close(): Promise<void> {
-    await this.client.connection.close();
+    if (!this.onWorker) await this.client.connection.close();
   }
 }

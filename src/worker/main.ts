@@ -1,8 +1,10 @@
 /**
  * Worker process (`npm run worker`): runs orderWorkflow and its activities on the configured task queue, from
- * the workflow bundle `npm run build` made (src/worker/bundle.ts). SIGINT/SIGTERM drain in-flight tasks and close the clients.
+ * the workflow bundle `npm run build` made (src/worker/bundle.ts), and with STARTER_IN_WORKER a starter that
+ * starts workflows with eager start. SIGINT/SIGTERM drain in-flight tasks and close the clients.
  */
 import { once } from 'node:events';
+import type { Pool } from 'pg';
 import { NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata, type Logger as TemporalLogger } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { loadConfig, type Config } from '../config';
@@ -17,6 +19,8 @@ import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';
 import { causeOf, checkAtStart, reachTemporal } from '../startup';
+import { createStarter } from '../starter/starter';
+import { OrderWorkflows } from '../temporal';
 
 /** A worker and the clients it owns; `shutdown` stops polling, waits for in-flight tasks, then closes them. */
 export interface RunningWorker {
@@ -75,13 +79,41 @@ export async function startWorker(
     stickyQueueScheduleToStartTimeout: '60 seconds',
   });
   const run = worker.run();
+  const starter = config.STARTER_IN_WORKER ? startStarter(config, { connection, pool, store: reservations, log }) : undefined;
   return {
     worker,
     run,
     async shutdown() {
+      // The starter first: a start it makes now could hand its first task to a worker that no longer polls.
+      await starter?.stop();
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await run;
       await Promise.allSettled([connection.close(), events.disconnect(), redis.quit(), pool.end()]);
+    },
+  };
+}
+
+/**
+ * The starter of a worker process (STARTER_IN_WORKER): on the worker's connection, so that each start asks for
+ * eager start and its first workflow task comes straight back to this worker; its queue reads on a Redis
+ * connection of its own. Starts scale with the workers, and each order skips a trip through matching.
+ * @returns a stop that lets the starts in flight finish, then closes that Redis connection
+ */
+function startStarter(config: Config, clients: { connection: NativeConnection; pool: Pool; store: ReservationStore; log: Logger }): { stop(): Promise<void> } {
+  const redis = createRedis(config);
+  const log = clients.log.child({ role: 'starter' });
+  redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
+  const noop = () => undefined;
+  const starter = createStarter(
+    config,
+    { redis, store: clients.store, pool: clients.pool, workflows: OrderWorkflows.onWorker(clients.connection, config), log },
+    { onStarted: noop, onFailure: noop, onBacklog: noop },
+  );
+  starter.start();
+  return {
+    async stop() {
+      await starter.stop();
+      await redis.quit().catch(() => undefined);
     },
   };
 }
