@@ -9,7 +9,10 @@
  * per workflow: workflow tasks and history events (from a sample of histories), CPU ms of the Temporal server,
  * of the worker and of PostgreSQL (read from /proc), completed workflows per second, and the worker's sticky
  * cache misses and evictions (Core's metrics: a miss is a run replayed from its history); then each order
- * figure as a ratio to the minimal workflow's. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
+ * figure as a ratio to the minimal workflow's. All of it on the dev server, then, when `services.sh up
+ * --temporal-server` made it, on the real server (its four processes' CPU as Temporal's; its persistence is the
+ * stack's PostgreSQL, so PostgreSQL's CPU there includes Temporal's own writes), and each figure of the real
+ * server as a ratio to the dev server's. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
  *
  * Options (environment): BENCH_DRAIN_ORDERS (1000), BENCH_DRAIN_IN_FLIGHT (100 starts in flight),
  * BENCH_DRAIN_WINDOW_MS (60000), BENCH_DRAIN_SAMPLE (40 histories per kind).
@@ -30,7 +33,7 @@ import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
-import { stackPid, treesCpuMs } from '../shared/procCpu';
+import { realServerPort, stackPid, temporalPids, treesCpuMs } from '../shared/procCpu';
 import { counter } from '../shared/promText';
 import { appendResult } from '../shared/benchResults';
 import { shardPlacer } from '../../src/reservation/placement';
@@ -60,13 +63,13 @@ export interface KindFigures {
 }
 
 /** Runs `work` (which starts `count` workflows of one kind) and measures until none of them runs any more. */
-async function measure(temporal: Client, query: string, count: number, worker: { pid: number; metrics: string }, work: () => Promise<string[]>) {
+async function measure(temporal: Client, query: string, count: number, worker: { pid: number; metrics: string; temporal: number[] }, work: () => Promise<string[]>) {
   const scrape = async () => {
     const text = await (await fetch(worker.metrics)).text();
     return { misses: counter(text, 'temporal_sticky_cache_miss'), evictions: counter(text, 'temporal_sticky_cache_total_forced_eviction') };
   };
   const cacheBefore = await scrape();
-  const roots = { temporal: stackPid('temporal/temporal.pid'), worker: worker.pid, postgres: stackPid('pg/data/postmaster.pid') };
+  const roots = { temporal: worker.temporal, worker: worker.pid, postgres: stackPid('pg/data/postmaster.pid') };
   const before = treesCpuMs(roots);
   const t0 = Date.now();
   const ids = await work();
@@ -116,10 +119,21 @@ async function startAll(count: number, start: (i: number) => Promise<string>): P
   return ids;
 }
 
-export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindFigures; ratio: Record<string, number> }> {
+/** @returns each figure of `b` as a ratio to `a`'s (0 where `a` has none) */
+function ratios(a: KindFigures, b: KindFigures): Record<string, number> {
+  return Object.fromEntries(
+    (Object.keys(a) as (keyof KindFigures)[]).filter((k) => k !== 'workflows').map((k) => [k, a[k] ? Math.round((b[k] / a[k]) * 100) / 100 : 0]),
+  );
+}
+
+/**
+ * @param temporalPort the frontend of the Temporal to measure (default: TEMPORAL_PORT, the dev server's)
+ */
+export async function benchDrain(temporalPort?: string): Promise<{ minimal: KindFigures; order: KindFigures; ratio: Record<string, number> }> {
   const taskQueue = `bench-drain-${randomUUID()}`;
   const baselineQueue = `${taskQueue}-baseline`;
-  const config = loadConfig({ ...process.env, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: taskQueue });
+  const env = { ...process.env, ...(temporalPort && { TEMPORAL_PORT: temporalPort }) };
+  const config = loadConfig({ ...env, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: taskQueue });
   const pool = createPool(config);
   const redis = createRedis(config);
   const store = new ReservationStore(redis, new SaleLayouts(pool));
@@ -129,13 +143,13 @@ export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindF
   const worker = startChild(
     'drain worker',
     'tools/bench/drainWorker.ts',
-    { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue, BENCH_DRAIN_BASELINE_QUEUE: baselineQueue, LOG_LEVEL: 'warn', WORKER_METRICS_PORT: String(metricsPort) },
+    { ...env, TEMPORAL_TASK_QUEUE: taskQueue, BENCH_DRAIN_BASELINE_QUEUE: baselineQueue, LOG_LEVEL: 'warn', WORKER_METRICS_PORT: String(metricsPort) },
     join(logDir, 'worker.log'),
     'drain worker running',
   );
   try {
     await worker.ready;
-    const workerPid = { pid: worker.process.pid as number, metrics: `http://127.0.0.1:${metricsPort}/metrics` };
+    const workerPid = { pid: worker.process.pid as number, metrics: `http://127.0.0.1:${metricsPort}/metrics`, temporal: temporalPids(env) };
 
     const minimal = await measure(temporal, `TaskQueue = "${baselineQueue}" AND WorkflowType = "minimalWorkflow"`, ORDERS, workerPid, () =>
       startAll(ORDERS, async () => {
@@ -190,28 +204,38 @@ export async function benchDrain(): Promise<{ minimal: KindFigures; order: KindF
 
     // The bench starts these workflows itself: their start queue entries are for no starter.
     await redis.del(saleKeys(paidSale.saleId).startQueue, saleKeys(expiringSale.saleId).startQueue);
-    const ratio = Object.fromEntries(
-      (Object.keys(order) as (keyof KindFigures)[])
-        .filter((k) => k !== 'workflows')
-        .map((k) => [k, minimal[k] ? Math.round((order[k] / minimal[k]) * 100) / 100 : 0]),
-    );
-    return { minimal, order, ratio };
+    return { minimal, order, ratio: ratios(minimal, order) };
   } finally {
     await worker.stop();
     await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
   }
 }
 
+/** The dev server, then the real server when `services.sh up --temporal-server` made it: one run, side by side. */
+async function main(): Promise<void> {
+  const realPort = realServerPort();
+  const servers: [string, string | undefined][] = [['dev server', undefined], ...(realPort ? [['real server', realPort] as [string, string]] : [])];
+  const figures: Record<string, Awaited<ReturnType<typeof benchDrain>>> = {};
+  for (const [name, port] of servers) {
+    const f = await benchDrain(port);
+    figures[name] = f;
+    console.log(`\norder cost on the ${name}: ${ORDERS} orders (half paid by signal once stored, half expired after ${WINDOW_MS} ms) vs ${ORDERS} minimal workflows, ${IN_FLIGHT} starts in flight, one worker`);
+    console.table({ minimal: f.minimal, order: f.order, 'order / minimal': f.ratio });
+  }
+  const real = figures['real server'];
+  const dev = figures['dev server'];
+  if (real) {
+    console.log('\nreal server / dev server, per order and per minimal workflow');
+    console.table({ order: ratios(dev.order, real.order), minimal: ratios(dev.minimal, real.minimal) });
+  } else {
+    console.log('\n(the real Temporal server is not up: `bash scripts/services.sh up --temporal-server` adds it to this bench)');
+  }
+  appendResult('drain', { orders: ORDERS, inFlight: IN_FLIGHT, windowMs: WINDOW_MS, ...dev, ...(real && { realServer: real, realOverDev: { order: ratios(dev.order, real.order), minimal: ratios(dev.minimal, real.minimal) } }) });
+}
+
 if (require.main === module) {
-  benchDrain().then(
-    (f) => {
-      console.log(`\norder cost: ${ORDERS} orders (half paid by signal once stored, half expired after ${WINDOW_MS} ms) vs ${ORDERS} minimal workflows, ${IN_FLIGHT} starts in flight, one worker`);
-      console.table({ minimal: f.minimal, order: f.order, 'order / minimal': f.ratio });
-      appendResult('drain', { orders: ORDERS, inFlight: IN_FLIGHT, windowMs: WINDOW_MS, ...f });
-    },
-    (err) => {
-      console.error(err);
-      process.exit(1);
-    },
-  );
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
 }

@@ -3,7 +3,7 @@
  * children alive now and those it has reaped. Used by tools/bench/drain.ts and the demo report to charge each
  * order's cost to Temporal, PostgreSQL and the worker.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const ROOT = join(__dirname, '..', '..');
@@ -73,6 +73,25 @@ function redisPids(): number[] {
     .map((port) => stackPid(`cluster/${port}/redis.pid`));
 }
 
+/** The real Temporal server's four processes (scripts/temporal-server-stack.sh). */
+const SERVER_SERVICES = ['frontend', 'history', 'matching', 'worker'] as const;
+
+/** @returns the real Temporal server's frontend port when `services.sh up --temporal-server` made it, else undefined */
+export function realServerPort(): string | undefined {
+  const serverEnv = join(ROOT, '.local', 'temporal-server', 'server.env');
+  return existsSync(serverEnv) ? /^TEMPORAL_PORT=(\d+)$/m.exec(readFileSync(serverEnv, 'utf8'))?.[1] : undefined;
+}
+
+/**
+ * @returns the pids of the Temporal the run uses: the real server's four services when TEMPORAL_PORT names its
+ *   frontend, else the dev server
+ */
+export function temporalPids(env: NodeJS.ProcessEnv = process.env): number[] {
+  const serverPort = realServerPort();
+  if (serverPort !== undefined && env.TEMPORAL_PORT === serverPort) return SERVER_SERVICES.map((service) => stackPid(`temporal-server/${service}.pid`));
+  return [stackPid('temporal/temporal.pid')];
+}
+
 /** The parts of the machine a run's CPU is charged to; `crowd` is the calling process (the load generator). */
 export const MACHINE_PARTS = ['crowd', 'api', 'redis', 'temporal', 'worker', 'postgres'] as const;
 export type MachineCpu = Record<(typeof MACHINE_PARTS)[number], number>;
@@ -84,7 +103,7 @@ export type MachineCpu = Record<(typeof MACHINE_PARTS)[number], number>;
  * @throws when the stack is not up
  */
 export function machineCpu(pids: { api: number; worker: number }): () => MachineCpu {
-  const roots = { ...pids, redis: redisPids(), temporal: stackPid('temporal/temporal.pid'), postgres: stackPid('pg/data/postmaster.pid') };
+  const roots = { ...pids, redis: redisPids(), temporal: temporalPids(), postgres: stackPid('pg/data/postmaster.pid') };
   return () => {
     const own = process.cpuUsage();
     return { crowd: (own.user + own.system) / 1000, ...treesCpuMs(roots) };
