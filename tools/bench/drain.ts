@@ -9,10 +9,12 @@
  * per workflow: workflow tasks and history events (from a sample of histories), CPU ms of the Temporal server,
  * of the worker and of PostgreSQL (read from /proc), completed workflows per second, and the worker's sticky
  * cache misses and evictions (Core's metrics: a miss is a run replayed from its history); then each order
- * figure as a ratio to the minimal workflow's. All of it on the dev server, then, when `services.sh up
- * --temporal-server` made it, on the real server (its four processes' CPU as Temporal's; its persistence is the
- * stack's PostgreSQL, so PostgreSQL's CPU there includes Temporal's own writes), and each figure of the real
- * server as a ratio to the dev server's. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
+ * figure as a ratio to the minimal workflow's; then the same orders again, started by the product's starter
+ * from the start queues: in a process of its own (as the API's, apart from the worker), and inside the worker
+ * process with eager start (STARTER_IN_WORKER), with the starter's CPU and the share started eagerly. All of it
+ * on the dev server, then, when `services.sh up --temporal-server` made it, on the real server (its four
+ * processes' CPU as Temporal's; its persistence is the stack's PostgreSQL, so PostgreSQL's CPU there includes
+ * Temporal's own writes; the actions its `action` metric counted), and each figure of the real server as a ratio to the dev server's. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
  *
  * Options (environment): BENCH_DRAIN_ORDERS (1000), BENCH_DRAIN_IN_FLIGHT (100 starts in flight),
  * BENCH_DRAIN_WINDOW_MS (60000), BENCH_DRAIN_SAMPLE (40 histories per kind).
@@ -33,7 +35,7 @@ import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
-import { realServerPort, stackPid, temporalPids, treesCpuMs } from '../shared/procCpu';
+import { realServerMetrics, realServerPort, stackPid, temporalPids, treesCpuMs } from '../shared/procCpu';
 import { counter } from '../shared/promText';
 import { appendResult } from '../shared/benchResults';
 import { shardPlacer } from '../../src/reservation/placement';
@@ -52,56 +54,87 @@ export interface KindFigures {
   historyEvents: number;
   temporalCpuMs: number;
   workerCpuMs: number;
+  /** A starter process of its own (0 when the bench or the worker starts the workflows). */
+  starterCpuMs: number;
   postgresCpuMs: number;
-  /** Temporal + worker + PostgreSQL. */
+  /** Temporal + worker + starter + PostgreSQL. */
   totalCpuMs: number;
   completedPerS: number;
   /** Sticky cache misses per workflow: a workflow task for a run the worker did not hold (replayed from history). */
   stickyMisses: number;
   /** Runs the worker evicted from its cache to make room, per workflow. */
   cacheEvictions: number;
+  /** Share of the sampled workflows whose start the server answered with their first task (eager start). */
+  eagerShare: number;
+  /**
+   * Actions per workflow as the server counts them (its `action` metric, what Temporal Cloud bills and rate-limits
+   * by); 0 where not measured (the dev server exports no metrics here).
+   */
+  actions: number;
 }
 
-/** Runs `work` (which starts `count` workflows of one kind) and measures until none of them runs any more. */
-async function measure(temporal: Client, query: string, count: number, worker: { pid: number; metrics: string; temporal: number[] }, work: () => Promise<string[]>) {
+/** The processes a run is charged to, and where the worker's metrics are. */
+interface Target {
+  temporal: number[];
+  worker: number;
+  /** A starter process of its own, when one starts the workflows. */
+  starter?: number;
+  metrics: string;
+  /** The server's own Prometheus endpoints (the real server's four services), none for the dev server. */
+  serverMetrics: string[];
+}
+
+/**
+ * Runs `work` (which makes `count` workflows of one kind start: itself, or through a starter) and measures until
+ * all `count` exist and none of them runs any more.
+ */
+async function measure(temporal: Client, query: string, count: number, target: Target, work: () => Promise<string[]>): Promise<KindFigures> {
   const scrape = async () => {
-    const text = await (await fetch(worker.metrics)).text();
+    const text = await (await fetch(target.metrics)).text();
     return { misses: counter(text, 'temporal_sticky_cache_miss'), evictions: counter(text, 'temporal_sticky_cache_total_forced_eviction') };
   };
+  const actionsSoFar = async () => (await Promise.all(target.serverMetrics.map(async (url) => counter(await (await fetch(url)).text(), 'action')))).reduce((a, b) => a + b, 0);
   const cacheBefore = await scrape();
-  const roots = { temporal: worker.temporal, worker: worker.pid, postgres: stackPid('pg/data/postmaster.pid') };
+  const actionsBefore = await actionsSoFar();
+  const roots = { temporal: target.temporal, worker: target.worker, starter: target.starter ?? [], postgres: stackPid('pg/data/postmaster.pid') };
   const before = treesCpuMs(roots);
   const t0 = Date.now();
   const ids = await work();
-  while ((await temporal.workflow.count(`${query} AND ExecutionStatus = "Running"`)).count > 0) await new Promise((r) => setTimeout(r, 250));
+  while ((await temporal.workflow.count(query)).count < count || (await temporal.workflow.count(`${query} AND ExecutionStatus = "Running"`)).count > 0) {
+    await new Promise((r) => setTimeout(r, 250));
+  }
   const seconds = (Date.now() - t0) / 1000;
   const per = (ms: number) => Math.round((ms / count) * 100) / 100;
   const after = treesCpuMs(roots);
-  const temporalCpuMs = per(after.temporal - before.temporal);
-  const workerCpuMs = per(after.worker - before.worker);
-  const postgresCpuMs = per(after.postgres - before.postgres);
+  const cpu = { temporal: per(after.temporal - before.temporal), worker: per(after.worker - before.worker), starter: per(after.starter - before.starter), postgres: per(after.postgres - before.postgres) };
   const cacheAfter = await scrape();
+  const actions = per((await actionsSoFar()) - actionsBefore);
   // Histories are read after the CPU figures, so reading them is not charged to the workflows.
   let tasks = 0;
   let events = 0;
+  let eager = 0;
   const sample = ids.filter((_, i) => i % Math.max(1, Math.floor(ids.length / SAMPLE)) === 0).slice(0, SAMPLE);
   for (const id of sample) {
     const history = await temporal.workflow.getHandle(id).fetchHistory();
     events += history.events?.length ?? 0;
     tasks += (history.events ?? []).filter((e) => e.workflowTaskCompletedEventAttributes).length;
+    if (history.events?.[0]?.workflowExecutionStartedEventAttributes?.eagerExecutionAccepted) eager++;
   }
   return {
     workflows: count,
     workflowTasks: Math.round((tasks / sample.length) * 100) / 100,
     historyEvents: Math.round((events / sample.length) * 100) / 100,
-    temporalCpuMs,
-    workerCpuMs,
-    postgresCpuMs,
-    totalCpuMs: Math.round((temporalCpuMs + workerCpuMs + postgresCpuMs) * 100) / 100,
+    temporalCpuMs: cpu.temporal,
+    workerCpuMs: cpu.worker,
+    starterCpuMs: cpu.starter,
+    postgresCpuMs: cpu.postgres,
+    totalCpuMs: Math.round((cpu.temporal + cpu.worker + cpu.starter + cpu.postgres) * 100) / 100,
     completedPerS: Math.round((count / seconds) * 10) / 10,
     stickyMisses: per(cacheAfter.misses - cacheBefore.misses),
     cacheEvictions: per(cacheAfter.evictions - cacheBefore.evictions),
-  } satisfies KindFigures;
+    eagerShare: Math.round((eager / sample.length) * 100) / 100,
+    actions,
+  };
 }
 
 /** Runs `start(i)` for i < count with at most IN_FLIGHT in flight. */
@@ -126,111 +159,188 @@ function ratios(a: KindFigures, b: KindFigures): Record<string, number> {
   );
 }
 
+/** The stack's clients on one Temporal, a drain worker process on a task queue of its own, and the worker's target. */
+interface Rig {
+  taskQueue: string;
+  baselineQueue: string;
+  env: NodeJS.ProcessEnv;
+  pool: ReturnType<typeof createPool>;
+  redis: ReturnType<typeof createRedis>;
+  store: ReservationStore;
+  temporal: Client;
+  target: Target;
+  logDir: string;
+  close(): Promise<void>;
+}
+
 /**
  * @param temporalPort the frontend of the Temporal to measure (default: TEMPORAL_PORT, the dev server's)
+ * @param workerEnv more settings of the worker process (STARTER_IN_WORKER)
  */
-export async function benchDrain(temporalPort?: string): Promise<{ minimal: KindFigures; order: KindFigures; ratio: Record<string, number> }> {
+async function rig(temporalPort: string | undefined, workerEnv: Record<string, string> = {}): Promise<Rig> {
   const taskQueue = `bench-drain-${randomUUID()}`;
   const baselineQueue = `${taskQueue}-baseline`;
   const env = { ...process.env, ...(temporalPort && { TEMPORAL_PORT: temporalPort }) };
   const config = loadConfig({ ...env, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: taskQueue });
   const pool = createPool(config);
   const redis = createRedis(config);
-  const store = new ReservationStore(redis, new SaleLayouts(pool));
   const temporal = await connectTemporal(config);
   const logDir = mkdtempSync(join(tmpdir(), 'bench-drain-'));
   const metricsPort = await freePort();
   const worker = startChild(
     'drain worker',
     'tools/bench/drainWorker.ts',
-    { ...env, TEMPORAL_TASK_QUEUE: taskQueue, BENCH_DRAIN_BASELINE_QUEUE: baselineQueue, LOG_LEVEL: 'warn', WORKER_METRICS_PORT: String(metricsPort) },
+    { ...env, ...workerEnv, TEMPORAL_TASK_QUEUE: taskQueue, BENCH_DRAIN_BASELINE_QUEUE: baselineQueue, LOG_LEVEL: 'warn', WORKER_METRICS_PORT: String(metricsPort) },
     join(logDir, 'worker.log'),
     'drain worker running',
   );
-  try {
-    await worker.ready;
-    const workerPid = { pid: worker.process.pid as number, metrics: `http://127.0.0.1:${metricsPort}/metrics`, temporal: temporalPids(env) };
+  const close = async () => {
+    await worker.stop();
+    await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
+  };
+  await worker.ready.catch(async (err: unknown) => {
+    await close();
+    throw err;
+  });
+  const target = {
+    temporal: temporalPids(env),
+    worker: worker.process.pid as number,
+    metrics: `http://127.0.0.1:${metricsPort}/metrics`,
+    serverMetrics: temporalPort !== undefined && temporalPort === realServerPort() ? realServerMetrics() : [],
+  };
+  return { taskQueue, baselineQueue, env, pool, redis, store: new ReservationStore(redis, new SaleLayouts(pool)), temporal, target, logDir, close };
+}
 
-    const minimal = await measure(temporal, `TaskQueue = "${baselineQueue}" AND WorkflowType = "minimalWorkflow"`, ORDERS, workerPid, () =>
+/**
+ * ORDERS orders, half paid by signal once stored (payment window 10 min), half expiring after WINDOW_MS, each
+ * with its unit reserved in Redis first (its start queue entry written with it). `startedBy` 'bench': the bench
+ * starts each workflow itself, IN_FLIGHT at once, and the queue entries are dropped; 'queue': a starter (its own
+ * process, or the worker's) starts them from the start queues.
+ */
+async function runOrders(r: Rig, startedBy: 'bench' | 'queue'): Promise<KindFigures> {
+  const newSale = async (paymentWindowMs: number) => {
+    const now = Date.now();
+    const sale = await createSale(r.pool, {
+      name: `bench-drain-${randomUUID()}`,
+      startsAt: new Date(now - 1000).toISOString(),
+      endsAt: new Date(now + 3_600_000).toISOString(),
+      paymentWindowMs,
+      items: [{ productId: 'bench', quantity: ORDERS, priceMinor: PRICE, currency: 'EUR' }],
+    }, shardPlacer(r.store.redis));
+    await loadSale(r.pool, r.store, sale.saleId, false);
+    return { saleId: sale.saleId, itemId: sale.items[0].itemId, paymentWindowMs };
+  };
+  const paidSale = await newSale(PAID_WINDOW_MS);
+  const expiringSale = await newSale(WINDOW_MS);
+  const toPay = new Set<string>();
+  let reserving = true;
+  // The payment service: pays each order of the paid sale once PostgreSQL has it, looking every 200 ms.
+  const paying = (async () => {
+    while (reserving || toPay.size) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const stored = await r.pool.query<{ id: string }>('SELECT id FROM orders WHERE id = ANY($1::uuid[])', [[...toPay]]);
+      for (const { id } of stored.rows) {
+        toPay.delete(id);
+        await r.temporal.workflow.getHandle(id).signal(paidSignal, { paymentId: `pay-${id}`, amount: PRICE });
+      }
+    }
+  })();
+  const figures = await measure(r.temporal, `SaleId IN (${paidSale.saleId}, ${expiringSale.saleId})`, ORDERS, r.target, async () => {
+    const ids = await startAll(ORDERS, async (i) => {
+      const paid = i % 2 === 0;
+      const sale = paid ? paidSale : expiringSale;
+      const input: OrderInput = { orderId: randomUUID(), userId: `drain-${i}`, priceMinor: PRICE, reservedAtMs: Date.now(), ...sale };
+      const outcome = await r.store.reserve(input);
+      if (outcome.kind !== 'RESERVED') throw new Error(`order ${i} not reserved: ${outcome.kind}`);
+      // The workflow gets the order as its start queue entry would hand it: with the unit Redis gave it.
+      if (startedBy === 'bench') await startOrderWorkflow(r.temporal, r.taskQueue, { ...input, unit: outcome.unit, stockShard: outcome.stockShard });
+      if (paid) toPay.add(input.orderId);
+      return input.orderId;
+    });
+    reserving = false;
+    await paying;
+    return ids;
+  });
+  // Entries the bench started itself are for no starter.
+  if (startedBy === 'bench') await r.redis.del(saleKeys(paidSale.saleId).startQueue, saleKeys(expiringSale.saleId).startQueue);
+  return figures;
+}
+
+/** Order and minimal workflows on one Temporal, the bench starting both. */
+async function benchDrain(temporalPort?: string): Promise<{ minimal: KindFigures; order: KindFigures; ratio: Record<string, number> }> {
+  const r = await rig(temporalPort);
+  try {
+    const minimal = await measure(r.temporal, `TaskQueue = "${r.baselineQueue}" AND WorkflowType = "minimalWorkflow"`, ORDERS, r.target, () =>
       startAll(ORDERS, async () => {
-        const handle = await temporal.workflow.start('minimalWorkflow', { workflowId: randomUUID(), taskQueue: baselineQueue, args: [] });
+        const handle = await r.temporal.workflow.start('minimalWorkflow', { workflowId: randomUUID(), taskQueue: r.baselineQueue, args: [] });
         return handle.workflowId;
       }),
     );
-
-    const newSale = async (paymentWindowMs: number) => {
-      const now = Date.now();
-      const sale = await createSale(pool, {
-        name: `bench-drain-${randomUUID()}`,
-        startsAt: new Date(now - 1000).toISOString(),
-        endsAt: new Date(now + 3_600_000).toISOString(),
-        paymentWindowMs,
-        items: [{ productId: 'bench', quantity: ORDERS, priceMinor: PRICE, currency: 'EUR' }],
-      }, shardPlacer(store.redis));
-      await loadSale(pool, store, sale.saleId, false);
-      return { saleId: sale.saleId, itemId: sale.items[0].itemId, paymentWindowMs };
-    };
-    const paidSale = await newSale(PAID_WINDOW_MS);
-    const expiringSale = await newSale(WINDOW_MS);
-    const toPay = new Set<string>();
-    let starting = true;
-    // The payment service: pays each order of the paid sale once PostgreSQL has it, looking every 200 ms.
-    const paying = (async () => {
-      while (starting || toPay.size) {
-        await new Promise((r) => setTimeout(r, 200));
-        const stored = await pool.query<{ id: string }>('SELECT id FROM orders WHERE id = ANY($1::uuid[])', [[...toPay]]);
-        for (const { id } of stored.rows) {
-          toPay.delete(id);
-          await temporal.workflow.getHandle(id).signal(paidSignal, { paymentId: `pay-${id}`, amount: PRICE });
-        }
-      }
-    })();
-    const order = await measure(temporal, `SaleId IN (${paidSale.saleId}, ${expiringSale.saleId})`, ORDERS, workerPid, async () => {
-      const ids = await startAll(ORDERS, async (i) => {
-        const paid = i % 2 === 0;
-        const sale = paid ? paidSale : expiringSale;
-        const input: OrderInput = { orderId: randomUUID(), userId: `drain-${i}`, priceMinor: PRICE, reservedAtMs: Date.now(), ...sale };
-        const outcome = await store.reserve(input);
-        if (outcome.kind !== 'RESERVED') throw new Error(`order ${i} not reserved: ${outcome.kind}`);
-        // The workflow gets the order as its start queue entry would hand it: with the unit Redis gave it.
-        await startOrderWorkflow(temporal, taskQueue, { ...input, unit: outcome.unit, stockShard: outcome.stockShard });
-        if (paid) toPay.add(input.orderId);
-        return input.orderId;
-      });
-      starting = false;
-      await paying;
-      return ids;
-    });
-
-    // The bench starts these workflows itself: their start queue entries are for no starter.
-    await redis.del(saleKeys(paidSale.saleId).startQueue, saleKeys(expiringSale.saleId).startQueue);
+    const order = await runOrders(r, 'bench');
     return { minimal, order, ratio: ratios(minimal, order) };
   } finally {
-    await worker.stop();
-    await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
+    await r.close();
   }
 }
 
-/** The dev server, then the real server when `services.sh up --temporal-server` made it: one run, side by side. */
+/**
+ * Orders started by the product's starter: in a process of its own (`dist/starter/main.js`, as the API's runs
+ * beside the purchases), or inside the worker process with eager start (STARTER_IN_WORKER).
+ */
+async function benchPlacement(temporalPort: string | undefined, placement: 'starter process' | 'worker, eager'): Promise<KindFigures> {
+  const inWorker = placement === 'worker, eager';
+  const r = await rig(temporalPort, { STARTER_IN_WORKER: String(inWorker) });
+  const starter = inWorker
+    ? undefined
+    : startChild('starter', 'dist/starter/main.js', { ...r.env, TEMPORAL_TASK_QUEUE: r.taskQueue, LOG_LEVEL: 'info' }, join(r.logDir, 'starter.log'), 'starter running');
+  try {
+    await starter?.ready;
+    if (starter) r.target.starter = starter.process.pid as number;
+    return await runOrders(r, 'queue');
+  } finally {
+    await starter?.stop();
+    await r.close();
+  }
+}
+
+/**
+ * The dev server, then the real server when `services.sh up --temporal-server` made it: on each, the orders
+ * against the minimal workflow, then the orders started by the starter in a process of its own and by the
+ * worker's starter with eager start; one run, side by side.
+ */
 async function main(): Promise<void> {
   const realPort = realServerPort();
   const servers: [string, string | undefined][] = [['dev server', undefined], ...(realPort ? [['real server', realPort] as [string, string]] : [])];
-  const figures: Record<string, Awaited<ReturnType<typeof benchDrain>>> = {};
+  const figures: Record<string, Awaited<ReturnType<typeof benchDrain>> & { placements: Record<string, KindFigures> }> = {};
   for (const [name, port] of servers) {
-    const f = await benchDrain(port);
-    figures[name] = f;
-    console.log(`\norder cost on the ${name}: ${ORDERS} orders (half paid by signal once stored, half expired after ${WINDOW_MS} ms) vs ${ORDERS} minimal workflows, ${IN_FLIGHT} starts in flight, one worker`);
-    console.table({ minimal: f.minimal, order: f.order, 'order / minimal': f.ratio });
+    const base = await benchDrain(port);
+    const placements: Record<string, KindFigures> = {};
+    for (const placement of ['starter process', 'worker, eager'] as const) placements[placement] = await benchPlacement(port, placement);
+    figures[name] = { ...base, placements };
+    console.log(`\norder cost on the ${name}: ${ORDERS} orders (half paid by signal once stored, half expired after ${WINDOW_MS} ms) vs ${ORDERS} minimal workflows, one worker; started by the bench (${IN_FLIGHT} in flight), by a starter process, by the worker's starter with eager start`);
+    console.table({
+      minimal: base.minimal,
+      'order (bench starts)': base.order,
+      'order / minimal': base.ratio,
+      'order (starter process)': placements['starter process'],
+      'order (worker, eager)': placements['worker, eager'],
+      'worker, eager / starter process': ratios(placements['starter process'], placements['worker, eager']),
+    });
   }
   const real = figures['real server'];
   const dev = figures['dev server'];
-  if (real) {
-    console.log('\nreal server / dev server, per order and per minimal workflow');
-    console.table({ order: ratios(dev.order, real.order), minimal: ratios(dev.minimal, real.minimal) });
+  const realOverDev = real && {
+    order: ratios(dev.order, real.order),
+    minimal: ratios(dev.minimal, real.minimal),
+    'worker, eager': ratios(dev.placements['worker, eager'], real.placements['worker, eager']),
+  };
+  if (realOverDev) {
+    console.log('\nreal server / dev server');
+    console.table(realOverDev);
   } else {
     console.log('\n(the real Temporal server is not up: `bash scripts/services.sh up --temporal-server` adds it to this bench)');
   }
-  appendResult('drain', { orders: ORDERS, inFlight: IN_FLIGHT, windowMs: WINDOW_MS, ...dev, ...(real && { realServer: real, realOverDev: { order: ratios(dev.order, real.order), minimal: ratios(dev.minimal, real.minimal) } }) });
+  appendResult('drain', { orders: ORDERS, inFlight: IN_FLIGHT, windowMs: WINDOW_MS, ...dev, ...(real && { realServer: real, realOverDev }) });
 }
 
 if (require.main === module) {

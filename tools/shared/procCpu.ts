@@ -76,10 +76,20 @@ function redisPids(): number[] {
 /** The real Temporal server's four processes (scripts/temporal-server-stack.sh). */
 const SERVER_SERVICES = ['frontend', 'history', 'matching', 'worker'] as const;
 
+/** @returns a setting of .local/temporal-server/server.env, which `services.sh up --temporal-server` writes */
+function realServerSetting(name: string): string | undefined {
+  const serverEnv = join(ROOT, '.local', 'temporal-server', 'server.env');
+  return existsSync(serverEnv) ? new RegExp(`^${name}=(.+)$`, 'm').exec(readFileSync(serverEnv, 'utf8'))?.[1] : undefined;
+}
+
 /** @returns the real Temporal server's frontend port when `services.sh up --temporal-server` made it, else undefined */
 export function realServerPort(): string | undefined {
-  const serverEnv = join(ROOT, '.local', 'temporal-server', 'server.env');
-  return existsSync(serverEnv) ? /^TEMPORAL_PORT=(\d+)$/m.exec(readFileSync(serverEnv, 'utf8'))?.[1] : undefined;
+  return realServerSetting('TEMPORAL_PORT');
+}
+
+/** @returns the Prometheus endpoints (URLs) of the real Temporal server's four services; none when it was not made */
+export function realServerMetrics(): string[] {
+  return (realServerSetting('TEMPORAL_SERVER_METRICS') ?? '').split(',').filter(Boolean).map((hostPort) => `http://${hostPort}/metrics`);
 }
 
 /**
