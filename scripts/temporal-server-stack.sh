@@ -64,11 +64,10 @@ SELECT format('CREATE DATABASE %I OWNER %I', :'vdb', :'user') WHERE NOT EXISTS (
 SQL
     die "creating role $TS_PG_USER and the Temporal server's databases failed" "$(ts_log schema)" "read the log; then up --temporal-server again"
   local db schema
+  sql_tool() { "$TS_BIN/temporal-sql-tool" --plugin postgres12 --ep "$HOST" -p "$PGPORT" -u "$TS_PG_USER" --pw "$TS_PG_PASSWORD" --db "$@"; }
   for db in "$TS_DB:temporal" "$TS_VISIBILITY_DB:visibility"; do
     schema=postgresql/v12/${db#*:}
-    { "$TS_BIN/temporal-sql-tool" --plugin postgres12 --ep "$HOST" -p "$PGPORT" -u "$TS_PG_USER" --pw "$TS_PG_PASSWORD" --db "${db%%:*}" setup-schema -v 0.0 &&
-      "$TS_BIN/temporal-sql-tool" --plugin postgres12 --ep "$HOST" -p "$PGPORT" -u "$TS_PG_USER" --pw "$TS_PG_PASSWORD" --db "${db%%:*}" update-schema --schema-name "$schema"; } \
-      >>"$(ts_log schema)" 2>&1 ||
+    { sql_tool "${db%%:*}" setup-schema -v 0.0 && sql_tool "${db%%:*}" update-schema --schema-name "$schema"; } >>"$(ts_log schema)" 2>&1 ||
       die "the Temporal server's schema ($schema) failed to apply" "$(ts_log schema)" "read the log; then up --temporal-server again"
   done
 }

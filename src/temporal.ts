@@ -21,11 +21,10 @@ export async function connectTemporal(config: Config): Promise<Client> {
  * The id may never be reused, so a duplicate start cannot make a second workflow for one order (I4).
  * @param options.eager ask for eager start: the server hands the first workflow task back in its answer, to the
  *   worker of this process (the client must run on that worker's NativeConnection), when it has a free slot
- * @returns whether the workflow was started eagerly
  * @throws WorkflowExecutionAlreadyStartedError for a duplicate, connection errors when Temporal is unreachable
  */
-export async function startOrderWorkflow(client: Client, taskQueue: string, order: OrderInput, options: { eager?: boolean } = {}): Promise<boolean> {
-  const handle = await client.workflow.start('orderWorkflow', {
+export async function startOrderWorkflow(client: Client, taskQueue: string, order: OrderInput, options: { eager?: boolean } = {}): Promise<void> {
+  await client.workflow.start('orderWorkflow', {
     workflowId: order.orderId,
     taskQueue,
     args: [order],
@@ -38,7 +37,6 @@ export async function startOrderWorkflow(client: Client, taskQueue: string, orde
       { key: UserIdKey, value: order.userId },
     ],
   });
-  return handle.eagerlyStarted;
 }
 
 /**
