@@ -24,7 +24,7 @@ import { latestResult } from '../shared/benchResults';
 import { loadConfig, type Config } from '../../src/config';
 import { createPool } from '../../src/db';
 import { createKafka } from '../../src/kafka';
-import { MACHINE_PARTS, machineCpu, type MachineCpu } from '../shared/procCpu';
+import { MACHINE_PARTS, machineCpu, realServerMetrics, realServerPort, type MachineCpu } from '../shared/procCpu';
 import { bucketQuantile, countAbove, counter, histogram } from '../shared/promText';
 import { ReservationStore } from '../../src/reservation/store';
 import { createRedis } from '../../src/reservation/client';
@@ -142,6 +142,8 @@ export interface DemoResult {
   stampede: { ms: number; answered: number; cpuMs: Record<(typeof MACHINE_PARTS)[number], number> };
   drain: DrainFigures;
   workflowTasks: WorkflowTaskFigures;
+  /** Per accepted order, on the real server only. */
+  server?: ServerFigures;
   finalCounts: Record<string, number>;
   audit: AuditReport;
   reportFiles: string[];
@@ -237,6 +239,39 @@ export interface WorkflowTaskFigures {
    * arrived meanwhile (the worker runs the task again with it), not a fault.
    */
   failedInHistory: Record<string, number>;
+  /**
+   * The UNHANDLED_COMMAND failures by the order's payment path (signal, route, unpaid) and whether its workflow
+   * first ran before or after the deadline: where the wasted workflow tasks come from.
+   */
+  unhandledCommandBy: Record<string, number>;
+  /** Mean history events and workflow tasks (WorkflowTaskScheduled) per order. */
+  perOrder: { events: number; workflowTasks: number };
+}
+
+/**
+ * What the real Temporal server counted over the whole run (both waves), per accepted order, from its
+ * Prometheus endpoints: actions (as Temporal Cloud bills them), state transitions and persistence requests.
+ * Absent on the dev server, which exports none of them.
+ */
+export interface ServerFigures {
+  actions: number;
+  stateTransitions: number;
+  persistenceRequests: number;
+}
+
+/** @returns whether the run's Temporal is the real server `services.sh up --temporal-server` made */
+const onRealServer = (config: Config) => String(config.TEMPORAL_PORT) === realServerPort();
+
+/** @returns the real server's counters so far, summed over its services; undefined when the run is on the dev server */
+async function serverCounters(config: Config): Promise<ServerFigures | undefined> {
+  if (!onRealServer(config)) return undefined;
+  const texts = await Promise.all(realServerMetrics().map(async (url) => (await fetch(url)).text()));
+  const sum = (read: (text: string) => number) => texts.reduce((n, text) => n + read(text), 0);
+  return {
+    actions: sum((t) => counter(t, 'action')),
+    stateTransitions: sum((t) => histogram(t, 'state_transition_count').sum),
+    persistenceRequests: sum((t) => counter(t, 'persistence_requests')),
+  };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -257,7 +292,7 @@ function perOrder(before: StackCpu, after: StackCpu, orders: number) {
 }
 
 /** The worker's Core metrics: workflow task latencies, failures and sticky cache misses. */
-function workerTaskMetrics(text: string): Omit<WorkflowTaskFigures, 'historiesScanned' | 'timedOutInHistory' | 'failedInHistory' | 'returnLagMs'> {
+function workerTaskMetrics(text: string): Omit<WorkflowTaskFigures, 'historiesScanned' | 'timedOutInHistory' | 'failedInHistory' | 'unhandledCommandBy' | 'perOrder' | 'returnLagMs'> {
   const execution = histogram(text, 'temporal_workflow_task_execution_latency');
   const toStart = histogram(text, 'temporal_workflow_task_schedule_to_start_latency');
   return {
@@ -294,31 +329,42 @@ const payloadJson = (payload: { data?: Uint8Array | null } | undefined) => JSON.
  * Reads every order's history (HISTORY_READS_IN_FLIGHT at a time): its workflow task timeouts, its failures by
  * cause, and for an EXPIRED order how long after its deadline its unit came back (returnLagMs).
  */
-async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal>>, orderIds: readonly string[]) {
+async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal>>, orderIds: readonly string[], paidVia: ReadonlyMap<string, 'route' | 'signal'>) {
   let timedOut = 0;
+  let events = 0;
+  let workflowTasks = 0;
   const failedByCause: Record<string, number> = {};
+  const unhandledCommandBy: Record<string, number> = {};
   const lags = { startedBeforeDeadline: [] as number[], firstRanAfterDeadline: [] as number[] };
   let next = 0;
   await Promise.all(
     Array.from({ length: HISTORY_READS_IN_FLIGHT }, async () => {
       while (next < orderIds.length) {
-        const events = (await temporal.workflow.getHandle(orderIds[next++]).fetchHistory()).events ?? [];
-        for (const e of events) {
+        const orderId = orderIds[next++];
+        const history = (await temporal.workflow.getHandle(orderId).fetchHistory()).events ?? [];
+        const input = payloadJson(history[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]) as OrderInput;
+        const deadlineMs = paymentDeadlineMs(input);
+        const firstTask = history.find((e) => e.workflowTaskStartedEventAttributes);
+        const ranAfterDeadline = firstTask !== undefined && eventMs(firstTask) >= deadlineMs;
+        events += history.length;
+        for (const e of history) {
+          if (e.workflowTaskScheduledEventAttributes) workflowTasks += 1;
           if (e.workflowTaskTimedOutEventAttributes) timedOut += 1;
           const failed = e.workflowTaskFailedEventAttributes;
           if (failed) {
             const cause = (WorkflowTaskFailedCause[failed.cause ?? 0] ?? String(failed.cause)).replace('WORKFLOW_TASK_FAILED_CAUSE_', '');
             failedByCause[cause] = (failedByCause[cause] ?? 0) + 1;
+            if (cause === 'UNHANDLED_COMMAND') {
+              const key = `${paidVia.get(orderId) ?? 'unpaid'}, first ran ${ranAfterDeadline ? 'after' : 'before'} the deadline`;
+              unhandledCommandBy[key] = (unhandledCommandBy[key] ?? 0) + 1;
+            }
           }
         }
-        const input = payloadJson(events[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]) as OrderInput;
-        const completed = events.find((e) => e.workflowExecutionCompletedEventAttributes);
+        const completed = history.find((e) => e.workflowExecutionCompletedEventAttributes);
         const result = completed && (payloadJson(completed.workflowExecutionCompletedEventAttributes?.result?.payloads?.[0]) as Order);
-        const firstTask = events.find((e) => e.workflowTaskStartedEventAttributes);
         if (result?.status !== 'EXPIRED' || !firstTask) continue;
         // The unit goes back in the task that settles the order, the last before the workflow completes.
-        const settledIn = [...events].reverse().find((e) => e.workflowTaskCompletedEventAttributes) ?? (completed as HistoryEvent);
-        const deadlineMs = paymentDeadlineMs(input);
+        const settledIn = [...history].reverse().find((e) => e.workflowTaskCompletedEventAttributes) ?? (completed as HistoryEvent);
         (eventMs(firstTask) < deadlineMs ? lags.startedBeforeDeadline : lags.firstRanAfterDeadline).push(eventMs(settledIn) - deadlineMs);
       }
     }),
@@ -327,6 +373,8 @@ async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal
     historiesScanned: orderIds.length,
     timedOutInHistory: timedOut,
     failedInHistory: failedByCause,
+    unhandledCommandBy,
+    perOrder: { events: Math.round((events / Math.max(1, orderIds.length)) * 10) / 10, workflowTasks: Math.round((workflowTasks / Math.max(1, orderIds.length)) * 100) / 100 },
     returnLagMs: { startedBeforeDeadline: lagSummary(lags.startedBeforeDeadline), firstRanAfterDeadline: lagSummary(lags.firstRanAfterDeadline) },
   };
 }
@@ -394,6 +442,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const payments = newPaymentTally();
   // Orders paid through the signal: what became of the payment is the workflow's to decide, read at the end.
   const signalled: string[] = [];
+  const paidVia = new Map<string, 'route' | 'signal'>();
   // The payment service's HTTP client, as a service keeps one: keep-alive connections, at most PAYMENT_CONNECTIONS,
   // rather than one new connection per payment in flight (a burst of those overflowed the API's accept queue).
   const paymentService = new Agent({ connections: PAYMENT_CONNECTIONS, keepAliveTimeout: 60_000 });
@@ -417,6 +466,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     print('starting the API and the worker…');
     children.push(startChild('api', 'dist/api/main.js', env, join(dir, 'api.log'), 'api listening'));
     processes.push(config.STARTER_IN_API ? 'api (with its starter)' : 'api', 'worker (nice 10)', ...(config.STARTER_IN_API ? [] : ['starter (nice 10)']));
+    processes.push(onRealServer(config) ? 'Temporal server (frontend, history, matching, worker on PostgreSQL)' : 'Temporal dev server');
     // The worker's work is the drain, at Temporal's pace: it yields the CPU to the API while the stampede lasts.
     const workerMetricsPort = await freePort();
     children.push(startChild('worker', 'dist/worker/main.js', { ...env, WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
@@ -482,6 +532,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     };
     const stored = (orderId: string) => new Promise<void>((resolve) => awaitingRow.set(orderId, resolve));
     const pay = (orderId: string, viaSignal: boolean) => {
+      paidVia.set(orderId, viaSignal ? 'signal' : 'route');
       const paymentId = `pay-${orderId}`;
       // A buyer takes a couple of seconds or more to pay, and may take up to half of the window.
       const delay = randomInt(2000, Math.max(2001, Math.floor(options.paymentWindowMs / 2)));
@@ -626,6 +677,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const machine = machineCpu({ api: children[0].process.pid as number, worker: children[1].process.pid as number });
     const stackCpu = (): StackCpu => ({ atMs: Date.now(), ...machine() });
     const cpuAtStart = stackCpu();
+    const serverAtStart = await serverCounters(config);
     // Sampled through the stampede, so that its cost up to the last 202 can be read afterwards.
     const stampedeSamples = [cpuAtStart];
     const sampling = setInterval(() => stampedeSamples.push(stackCpu()), STAMPEDE_SAMPLE_MS);
@@ -673,13 +725,15 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     if (paymentsUrl !== baseUrl) writeFileSync(join(dir, 'payments-api-metrics.prom'), await (await fetch(`${paymentsUrl}/metrics`)).text());
     writeFileSync(join(dir, 'payments.jsonl'), attempts.map((a) => JSON.stringify(a)).join('\n') + '\n');
     const taskMetrics = workerTaskMetrics(workerMetrics);
+    const serverAtEnd = await serverCounters(config);
+    const perAccepted = (n: number) => Math.round((n / Math.max(1, accepted.length)) * 100) / 100;
 
     const settledMs = Date.now();
     print(`auditing, and reading ${accepted.length} order histories for workflow task timeouts and failures…`);
     // Both only read: side by side they take about the longer one's time, not the sum.
     const [audit, histories] = await Promise.all([
       auditSale({ pool, redis, store, temporal, kafka: createKafka(config, 'flash-sale-demo-audit'), topic: config.KAFKA_TOPIC }, sale.saleId, accepted),
-      scanHistories(temporal, accepted),
+      scanHistories(temporal, accepted, paidVia),
     ]);
     const finalCounts = await dbCounts();
     const bench = latestResult('drain') as { date: string; loadavg1m: unknown; minimal?: { totalCpuMs: number; completedPerS: number }; order?: { totalCpuMs: number } } | undefined;
@@ -715,6 +769,14 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         cpuMs: Object.fromEntries(MACHINE_PARTS.map((k) => [k, Math.round(atSoldOut[k] - cpuAtStart[k])])) as Record<(typeof MACHINE_PARTS)[number], number>,
       },
       workflowTasks: { ...taskMetrics, ...histories },
+      ...(serverAtStart &&
+        serverAtEnd && {
+          server: {
+            actions: perAccepted(serverAtEnd.actions - serverAtStart.actions),
+            stateTransitions: perAccepted(serverAtEnd.stateTransitions - serverAtStart.stateTransitions),
+            persistenceRequests: perAccepted(serverAtEnd.persistenceRequests - serverAtStart.persistenceRequests),
+          },
+        }),
       finalCounts: { units: totalUnits, ...finalCounts },
       audit,
       reportFiles: [join(dir, 'report.json'), join(dir, 'report.md')],
@@ -783,6 +845,7 @@ export function renderMarkdown(r: DemoResult): string {
       : 'Baseline: none on this machine yet. `npm run bench -- drain` measures it (a few minutes) and appends it to reports/bench.jsonl; the next demo reports this drain beside it.',
     '',
     `Workflow tasks: ${w.executed} executed, p50 ≤ ${w.executionMs.p50} ms, p99 ≤ ${w.executionMs.p99} ms, ${w.slowExecutions.count} over ${w.slowExecutions.bound} ms; schedule-to-start p50 ≤ ${w.scheduleToStartMs.p50} ms, p99 ≤ ${w.scheduleToStartMs.p99} ms; ${w.executionFailed} failed, ${w.stickyCacheMisses} sticky cache misses. In ${w.historiesScanned} order histories: ${w.timedOutInHistory} workflow task timeouts; workflow task failures by cause: ${Object.entries(w.failedInHistory).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}.`,
+    `Per order: ${w.perOrder.events} history events, ${w.perOrder.workflowTasks} workflow tasks${r.server ? `; on the real server ${r.server.actions} actions, ${r.server.stateTransitions} state transitions, ${r.server.persistenceRequests} persistence requests (both waves, over the accepted orders)` : ''}. UNHANDLED_COMMAND by payment path and first run: ${Object.entries(w.unhandledCommandBy).map(([k, v]) => `${k} ${v}`).join('; ') || 'none'}.`,
     `Unpaid units back in stock after their deadline (EXPIRED orders; ms): workflow started before the deadline ${lag(w.returnLagMs.startedBeforeDeadline)}; workflow first ran after it ${lag(w.returnLagMs.firstRanAfterDeadline)}.`,
     '',
     `Final orders: ${Object.entries(r.finalCounts)
