@@ -2,8 +2,8 @@
  * The main job: a whole flash sale on the real stack. Creates a sale, starts the API and the worker as
  * processes, lets a crowd of buyers with real signed JWTs press "buy" at the sale's start, pays a share of
  * the accepted orders (half through the payment route, which takes payments from the 202 on, half through
- * the `paid` signal once the order is stored, which a late-started workflow may receive after its deadline:
- * then it is refunded), lets the rest expire, sends a second wave of new buyers for the units that came back
+ * the `paid` signal, whose buyer is offered the checkout once the order is stored; every checkout closes at the
+ * deadline the 202 showed, so an order stored after it is not paid by signal), lets the rest expire, sends a second wave of new buyers for the units that came back
  * (and pays all of those through the route), then audits every store and writes a report (JSON and Markdown)
  * under reports/. The report also charges wave 1's drain to Temporal, the worker and PostgreSQL (CPU ms per
  * order, from /proc) beside the drain bench's minimal-workflow baseline, and shows the worker's workflow task
@@ -169,6 +169,11 @@ export interface PaymentTally {
    * because the workflow first ran (stored the order) after the deadline.
    */
   signal: { paid: number; handledAfterDeadline: number; workflowRanAfterDeadline: number };
+  /**
+   * Buyers who came to pay after the checkout had closed at their order's deadline (nothing taken, nothing sent),
+   * by the path they would have paid through: a signal's checkout opens only once the order is stored.
+   */
+  checkoutClosed: { route: number; signal: number };
   retried: number;
   failed: number;
   unavailable: number;
@@ -176,7 +181,7 @@ export interface PaymentTally {
 }
 
 function newPaymentTally(): PaymentTally {
-  return { route: {}, signal: { paid: 0, handledAfterDeadline: 0, workflowRanAfterDeadline: 0 }, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
+  return { route: {}, signal: { paid: 0, handledAfterDeadline: 0, workflowRanAfterDeadline: 0 }, checkoutClosed: { route: 0, signal: 0 }, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
 }
 
 /**
@@ -531,8 +536,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       awaitingRow.clear();
     };
     const stored = (orderId: string) => new Promise<void>((resolve) => awaitingRow.set(orderId, resolve));
-    const pay = (orderId: string, viaSignal: boolean) => {
-      paidVia.set(orderId, viaSignal ? 'signal' : 'route');
+    /** @param deadlineMs the order's payment deadline as its 202 showed it (ms since the epoch) */
+    const pay = (orderId: string, deadlineMs: number, viaSignal: boolean) => {
       const paymentId = `pay-${orderId}`;
       // A buyer takes a couple of seconds or more to pay, and may take up to half of the window.
       const delay = randomInt(2000, Math.max(2001, Math.floor(options.paymentWindowMs / 2)));
@@ -577,7 +582,16 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         }
       };
       inFlightPayments.push(
-        Promise.all([sleep(delay), viaSignal ? stored(orderId) : undefined]).then(async () => {
+        // A signal's checkout opens when the payment service hears the order is stored (OrderPlaced): were it
+        // paid on the row's first sight, the signal would land in the very workflow task that stored it, and a
+        // task that also settles the order (a workflow first run after its deadline) is refused UNHANDLED_COMMAND.
+        (viaSignal ? stored(orderId).then(() => sleep(delay)) : sleep(delay)).then(async () => {
+          // The checkout closes at the deadline: a buyer back later is not charged, so there is nothing to report.
+          if (Date.now() >= deadlineMs) {
+            payments.checkoutClosed[viaSignal ? 'signal' : 'route'] += 1;
+            return;
+          }
+          paidVia.set(orderId, viaSignal ? 'signal' : 'route');
           for (let tries = 1; Date.now() < hardStopMs && !stopping; tries++) {
             const outcome = await attempt();
             if (outcome === 'SIGNALLED') {
@@ -600,7 +614,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       counts[r.status] = (counts[r.status] ?? 0) + 1;
       if (r.status === 202 && r.orderId) {
         accepted.push(r.orderId);
-        if (Math.random() < payShare) pay(r.orderId, Math.random() < signalShare);
+        if (Math.random() < payShare) pay(r.orderId, r.paymentDeadlineMs ?? Number.NaN, Math.random() < signalShare);
       }
     };
     const dbCounts = async () => {
@@ -836,7 +850,8 @@ export function renderMarkdown(r: DemoResult): string {
     '',
     `Payments (the payment service pays ${Math.round(r.options.payShare * 100)}% of wave 1's orders, half by each path, and every order of wave 2 by the route), by what became of them:`,
     `- **route** (\`POST /orders/{id}/payment\`: the payment service's own call, decided by PostgreSQL from the 202 on, whether or not the order's workflow has run): ${routeLine(r.payments.route)}.`,
-    `- **\`paid\` signal** (how a payment service that talks to Temporal reports a payment; it goes to the order's workflow once that has stored the order, which in a backlog is after the deadline): paid ${r.payments.signal.paid}, refused because the workflow handled it after the deadline ${r.payments.signal.handledAfterDeadline}, refused because the workflow first ran after the deadline ${r.payments.signal.workflowRanAfterDeadline} (each refused signal is a PaymentRefundRequired event).`,
+    `- **\`paid\` signal** (how a payment service that talks to Temporal reports a payment; its buyer pays once the order is stored, which in a backlog may be after the deadline): paid ${r.payments.signal.paid}, refused because the workflow handled it after the deadline ${r.payments.signal.handledAfterDeadline}, refused because the workflow first ran after the deadline ${r.payments.signal.workflowRanAfterDeadline} (each refused signal is a PaymentRefundRequired event).`,
+    `- buyers back after the checkout closed at their order's deadline (nothing charged, nothing sent): route ${r.payments.checkoutClosed.route}, signal ${r.payments.checkoutClosed.signal} (a signal's checkout opens only once its order is stored).`,
     `- retried after a 503 or a network error ${r.payments.retried} (503s ${r.payments.unavailable}, ${r.payments.unavailableWithRetryAfter} with Retry-After), given up ${r.payments.failed}. Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)} (sent during wave 1's presses ${latency(r.paymentLatencyMs.routeDuringStampede)}, after them ${latency(r.paymentLatencyMs.routeAfterStampede)}), signal ${latency(r.paymentLatencyMs.signal)}.`,
     '',
     `Drain of wave 1: ${d.orders} orders final ${d.msToAllFinal} ms after the start, ${d.ordersPerS} orders/s; CPU per order ${d.cpuMsPerOrder.total} ms (Temporal ${d.cpuMsPerOrder.temporal}, worker ${d.cpuMsPerOrder.worker}, PostgreSQL ${d.cpuMsPerOrder.postgres}); the API process ${d.apiCpuMs} ms in all.`,

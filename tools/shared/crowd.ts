@@ -26,6 +26,8 @@ export interface PressResult {
   /** ms since the epoch when the answer arrived. */
   answeredAtMs: number;
   orderId?: string;
+  /** A 202's payment deadline (ms since the epoch), as the buyer was shown it. */
+  paymentDeadlineMs?: number;
   error?: string;
 }
 
@@ -77,9 +79,9 @@ export async function pressAll(options: CrowdOptions): Promise<PressResult[]> {
         path: `/api/flash-sales/items/${press.itemId}/purchase`,
         headers: { authorization: `Bearer ${press.token}`, ...(options.gate && { 'sale-gate': options.gate }) },
       });
-      const body = (await res.body.json()) as { orderId?: string };
+      const body = (await res.body.json()) as { orderId?: string; paymentDeadline?: string };
       const latencyMs = Number(process.hrtime.bigint() - t0) / 1e6;
-      return { buyer: press.buyer, status: res.statusCode, latencyMs, answeredAtMs: Date.now(), orderId: res.statusCode === 202 ? body.orderId : undefined };
+      return { buyer: press.buyer, status: res.statusCode, latencyMs, answeredAtMs: Date.now(), ...(res.statusCode === 202 && { orderId: body.orderId, paymentDeadlineMs: Date.parse(body.paymentDeadline ?? '') }) };
     } catch (err) {
       return { buyer: press.buyer, status: 0, latencyMs: Number(process.hrtime.bigint() - t0) / 1e6, answeredAtMs: Date.now(), error: String(err) };
     }
