@@ -3,7 +3,8 @@
  * worker as four processes, PostgreSQL persistence and SQL visibility), reached by configuration alone
  * (TEMPORAL_PORT): the production worker runs one order that is paid through the `pay` update, one that expires
  * and is compensated, and one that PostgreSQL refuses (its unit held by another live order: REJECTED), and the
- * operators' search attributes answer visibility queries on the server's PostgreSQL visibility store. And a
+ * operators' search attributes answer visibility queries on the server's PostgreSQL visibility store, and in its
+ * Web UI (Temporal's UI server, which services.sh builds and starts beside it). And a
  * worker that runs the starter (STARTER_IN_WORKER) starts an accepted order's workflow with eager start: the
  * server hands its first workflow task straight back to that worker.
  */
@@ -86,6 +87,13 @@ test('paid, expired and rejected orders end on the real server, and their search
   expect(ids(await listed(`ItemId = ${sale.items[0].itemId} AND UserId = '${expiring.userId}'`))).toEqual([expiring.orderId]);
   const [info] = await listed(`WorkflowId = '${paying.orderId}'`);
   expect(info.searchAttributes).toMatchObject({ OrderStatus: ['PAID'], SaleId: [sale.saleId], ItemId: [sale.items[0].itemId], UserId: [paying.userId] });
+
+  // And in its Web UI (Temporal's UI server), as an operator searches there: the page, and its list of orders.
+  const ui = `http://127.0.0.1:${stackEnv().TEMPORAL_SERVER_UI_PORT}`;
+  expect((await fetch(`${ui}/`)).headers.get('content-type')).toMatch(/text\/html/);
+  const query = encodeURIComponent(`SaleId = ${sale.saleId} AND OrderStatus = 'EXPIRED'`);
+  const page = (await (await fetch(`${ui}/api/v1/namespaces/${config.TEMPORAL_NAMESPACE}/workflows?query=${query}`)).json()) as { executions?: { execution: { workflowId: string } }[] };
+  expect(page.executions?.map((e) => e.execution.workflowId)).toEqual([expiring.orderId]);
 
   // The compensation ran on this server too: the expired order's unit is back in stock; the refused order's
   // unit stays out (the holder has it). 5 units: the paid one and the held one are out.
