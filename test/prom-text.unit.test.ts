@@ -1,5 +1,5 @@
 /** Reading Prometheus text expositions as the demo and the drain bench read Core's worker metrics (pure logic). */
-import { bucketQuantile, countAbove, counter, histogram } from '../tools/shared/promText';
+import { bucketQuantile, countAbove, counter, counterBy, histogram } from '../tools/shared/promText';
 
 const TEXT = [
   '# HELP temporal_sticky_cache_miss x',
@@ -21,6 +21,12 @@ const TEXT = [
 test('a counter is summed over its label sets, and a longer name with the same prefix is not counted', () => {
   expect(counter(TEXT, 'temporal_sticky_cache_miss')).toBe(7);
   expect(counter(TEXT, 'absent')).toBe(0);
+});
+
+test('a counter is summed per value of one label, wherever the label sits', () => {
+  expect(counterBy(TEXT, 'temporal_sticky_cache_miss', 'task_queue')).toEqual({ q1: 3, q2: 4 });
+  expect(counterBy(TEXT, 'temporal_sticky_cache_miss', 'namespace')).toEqual({ a: 7 });
+  expect(counterBy(TEXT, 'temporal_sticky_cache_miss', 'absent')).toEqual({});
 });
 
 test('a histogram is merged over label sets whatever the position of le', () => {

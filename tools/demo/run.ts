@@ -24,8 +24,8 @@ import { latestResult } from '../shared/benchResults';
 import { loadConfig, type Config } from '../../src/config';
 import { createPool } from '../../src/db';
 import { createKafka } from '../../src/kafka';
-import { MACHINE_PARTS, machineCpu, realServerMetrics, realServerPort, type MachineCpu } from '../shared/procCpu';
-import { bucketQuantile, countAbove, counter, histogram } from '../shared/promText';
+import { MACHINE_PARTS, machineCpu, realServerMetrics, realServerPids, realServerPort, treesCpuMs, type MachineCpu } from '../shared/procCpu';
+import { bucketQuantile, countAbove, counter, counterBy, histogram } from '../shared/promText';
 import { ReservationStore } from '../../src/reservation/store';
 import { createRedis } from '../../src/reservation/client';
 import { StartQueue } from '../../src/reservation/startQueue';
@@ -260,8 +260,12 @@ export interface WorkflowTaskFigures {
  */
 export interface ServerFigures {
   actions: number;
+  /** Actions by the server's `action_type` label (e.g. grpc_StartWorkflowExecution, command_BatchMarkers). */
+  actionsByType: Record<string, number>;
   stateTransitions: number;
   persistenceRequests: number;
+  /** CPU ms of each of the server's services (its processes, from /proc). */
+  cpuMsByService: Record<string, number>;
 }
 
 /** @returns whether the run's Temporal is the real server `services.sh up --temporal-server` made */
@@ -272,10 +276,14 @@ async function serverCounters(config: Config): Promise<ServerFigures | undefined
   if (!onRealServer(config)) return undefined;
   const texts = await Promise.all(realServerMetrics().map(async (url) => (await fetch(url)).text()));
   const sum = (read: (text: string) => number) => texts.reduce((n, text) => n + read(text), 0);
+  const actionsByType: Record<string, number> = {};
+  for (const [type, n] of texts.flatMap((t) => Object.entries(counterBy(t, 'action', 'action_type')))) actionsByType[type] = (actionsByType[type] ?? 0) + n;
   return {
     actions: sum((t) => counter(t, 'action')),
+    actionsByType,
     stateTransitions: sum((t) => histogram(t, 'state_transition_count').sum),
     persistenceRequests: sum((t) => counter(t, 'persistence_requests')),
+    cpuMsByService: treesCpuMs(realServerPids()),
   };
 }
 
@@ -741,6 +749,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const taskMetrics = workerTaskMetrics(workerMetrics);
     const serverAtEnd = await serverCounters(config);
     const perAccepted = (n: number) => Math.round((n / Math.max(1, accepted.length)) * 100) / 100;
+    const perAcceptedBy = (end: Record<string, number>, start: Record<string, number>) =>
+      Object.fromEntries(Object.entries(end).map(([k, v]) => [k, perAccepted(v - (start[k] ?? 0))]).filter(([, v]) => v !== 0));
 
     const settledMs = Date.now();
     print(`auditing, and reading ${accepted.length} order histories for workflow task timeouts and failures…`);
@@ -787,6 +797,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         serverAtEnd && {
           server: {
             actions: perAccepted(serverAtEnd.actions - serverAtStart.actions),
+            actionsByType: perAcceptedBy(serverAtEnd.actionsByType, serverAtStart.actionsByType),
+            cpuMsByService: perAcceptedBy(serverAtEnd.cpuMsByService, serverAtStart.cpuMsByService),
             stateTransitions: perAccepted(serverAtEnd.stateTransitions - serverAtStart.stateTransitions),
             persistenceRequests: perAccepted(serverAtEnd.persistenceRequests - serverAtStart.persistenceRequests),
           },
@@ -860,7 +872,7 @@ export function renderMarkdown(r: DemoResult): string {
       : 'Baseline: none on this machine yet. `npm run bench -- drain` measures it (a few minutes) and appends it to reports/bench.jsonl; the next demo reports this drain beside it.',
     '',
     `Workflow tasks: ${w.executed} executed, p50 ≤ ${w.executionMs.p50} ms, p99 ≤ ${w.executionMs.p99} ms, ${w.slowExecutions.count} over ${w.slowExecutions.bound} ms; schedule-to-start p50 ≤ ${w.scheduleToStartMs.p50} ms, p99 ≤ ${w.scheduleToStartMs.p99} ms; ${w.executionFailed} failed, ${w.stickyCacheMisses} sticky cache misses. In ${w.historiesScanned} order histories: ${w.timedOutInHistory} workflow task timeouts; workflow task failures by cause: ${Object.entries(w.failedInHistory).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}.`,
-    `Per order: ${w.perOrder.events} history events, ${w.perOrder.workflowTasks} workflow tasks${r.server ? `; on the real server ${r.server.actions} actions, ${r.server.stateTransitions} state transitions, ${r.server.persistenceRequests} persistence requests (both waves, over the accepted orders)` : ''}. UNHANDLED_COMMAND by payment path and first run: ${Object.entries(w.unhandledCommandBy).map(([k, v]) => `${k} ${v}`).join('; ') || 'none'}.`,
+    `Per order: ${w.perOrder.events} history events, ${w.perOrder.workflowTasks} workflow tasks${r.server ? `; on the real server ${r.server.actions} actions (${Object.entries(r.server.actionsByType).map(([k, v]) => `${k} ${v}`).join(', ')}), ${r.server.stateTransitions} state transitions, ${r.server.persistenceRequests} persistence requests, CPU ms ${Object.entries(r.server.cpuMsByService).map(([k, v]) => `${k} ${v}`).join(', ')} (both waves, over the accepted orders)` : ''}. UNHANDLED_COMMAND by payment path and first run: ${Object.entries(w.unhandledCommandBy).map(([k, v]) => `${k} ${v}`).join('; ') || 'none'}.`,
     `Unpaid units back in stock after their deadline (EXPIRED orders; ms): workflow started before the deadline ${lag(w.returnLagMs.startedBeforeDeadline)}; workflow first ran after it ${lag(w.returnLagMs.firstRanAfterDeadline)}.`,
     '',
     `Final orders: ${Object.entries(r.finalCounts)

@@ -92,13 +92,18 @@ export function realServerMetrics(): string[] {
   return (realServerSetting('TEMPORAL_SERVER_METRICS') ?? '').split(',').filter(Boolean).map((hostPort) => `http://${hostPort}/metrics`);
 }
 
+/** @returns the real server's services by name, each its process id (from their pid files) */
+export function realServerPids(): Record<(typeof SERVER_SERVICES)[number], number> {
+  return Object.fromEntries(SERVER_SERVICES.map((service) => [service, stackPid(`temporal-server/${service}.pid`)])) as Record<(typeof SERVER_SERVICES)[number], number>;
+}
+
 /**
  * @returns the pids of the Temporal the run uses: the real server's four services when TEMPORAL_PORT names its
  *   frontend, else the dev server
  */
 export function temporalPids(env: NodeJS.ProcessEnv = process.env): number[] {
   const serverPort = realServerPort();
-  if (serverPort !== undefined && env.TEMPORAL_PORT === serverPort) return SERVER_SERVICES.map((service) => stackPid(`temporal-server/${service}.pid`));
+  if (serverPort !== undefined && env.TEMPORAL_PORT === serverPort) return Object.values(realServerPids());
   return [stackPid('temporal/temporal.pid')];
 }
 

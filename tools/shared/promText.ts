@@ -12,6 +12,16 @@ export function counter(text: string, name: string): number {
   return sum;
 }
 
+/** @returns counter `name` summed per value of its label `label` (series without that label are left out) */
+export function counterBy(text: string, name: string, label: string): Record<string, number> {
+  const sums: Record<string, number> = {};
+  for (const m of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} ${NUMBER}$`, 'gm'))) {
+    const value = new RegExp(`(?:^|,)${label}="([^"]*)"`).exec(m[1])?.[1];
+    if (value !== undefined) sums[value] = (sums[value] ?? 0) + Number(m[2]);
+  }
+  return sums;
+}
+
 /** A histogram merged over its label sets: cumulative counts per upper bound (`le`, in the metric's unit). */
 export interface Histogram {
   count: number;
