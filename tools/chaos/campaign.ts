@@ -8,7 +8,9 @@
  * restart on its AOF, or SCRIPT FLUSH; Kafka stopped for longer than the activity timeout; PostgreSQL restarted
  * (fast or immediate shutdown); Temporal stopped and started, or its relay frozen, cut or slowed; on the Redis
  * Cluster (`--cluster`), a master SIGKILLed, a shard's slot migrated, every connection to the masters dropped
- * over and over, or one shard's keys lost and rebuilt, instead of the single node's faults. Faults go
+ * over and over, or one shard's keys lost and rebuilt, instead of the single node's faults; on the real Temporal
+ * server (`--temporal-server`), its history service SIGKILLed or its frontend restarted instead of the dev
+ * server's restart. Faults go
  * through scripts/services.sh or the pids of processes the campaign started, nothing else; every wait is
  * bounded. Then it heals everything, waits for the sale to settle and checks it: the product's audit (I1–I5)
  * and the campaign's own rules (checkRun).
@@ -42,6 +44,7 @@ import { paidSignal } from '../../src/workflows/definitions';
 import { Random } from './random';
 import { openRelay, type Relay } from './relay';
 import { shardPlacer } from '../../src/reservation/placement';
+import { realServerPort } from '../shared/procCpu';
 
 const ROOT = join(__dirname, '..', '..');
 const run = promisify(execFile);
@@ -62,7 +65,9 @@ export type FaultKind =
   | 'redis-master-kill'
   | 'redis-reshard'
   | 'redis-connections-drop'
-  | 'redis-shard-loss';
+  | 'redis-shard-loss'
+  | 'temporal-history-kill'
+  | 'temporal-frontend-restart';
 
 /** How often each kind is drawn (Kafka's is rare: it lasts longer than the activity timeout, 30 s). */
 const FAULT_WEIGHTS: [FaultKind, number][] = [
@@ -78,7 +83,6 @@ const FAULT_WEIGHTS: [FaultKind, number][] = [
   ['temporal-drop', 2],
   ['temporal-latency', 2],
 ];
-export const FAULT_KINDS = FAULT_WEIGHTS.map(([kind]) => kind);
 /**
  * On the Redis Cluster (`--cluster`): the single node's faults give way to a master SIGKILLed (its replica takes
  * over; the node comes back as a replica), the slot of one of the sale's shards migrated to another master
@@ -93,7 +97,23 @@ const CLUSTER_FAULT_WEIGHTS: [FaultKind, number][] = [
   ['redis-connections-drop', 3],
   ['redis-shard-loss', 2],
 ];
-export const CLUSTER_FAULT_KINDS = CLUSTER_FAULT_WEIGHTS.map(([kind]) => kind);
+/**
+ * On the real Temporal server (`--temporal-server`): the dev server's restart gives way to the history service
+ * SIGKILLed (its shards' owner gone mid-write; it starts again on the same database) and the frontend stopped
+ * and started (every client's calls fail over to retries).
+ */
+const SERVER_FAULT_WEIGHTS: [FaultKind, number][] = [
+  ...FAULT_WEIGHTS.filter(([kind]) => kind !== 'temporal-restart'),
+  ['temporal-history-kill', 4],
+  ['temporal-frontend-restart', 3],
+];
+
+/** The stack a campaign runs on, which chooses its faults: the single node's, the Redis Cluster's, or the real Temporal server's. */
+export type FaultSet = 'node' | 'cluster' | 'server';
+const FAULT_SETS: Record<FaultSet, [FaultKind, number][]> = { node: FAULT_WEIGHTS, cluster: CLUSTER_FAULT_WEIGHTS, server: SERVER_FAULT_WEIGHTS };
+/** Every kind a fault set may draw. */
+export const faultKinds = (set: FaultSet): FaultKind[] => FAULT_SETS[set].map(([kind]) => kind);
+
 /** Stock shards of each item of a run on the cluster: one per master. */
 const CLUSTER_SHARDS = 3;
 
@@ -145,15 +165,20 @@ export interface CampaignOptions {
   keepLogs: boolean;
   /**
    * Run on the local Redis Cluster (services.sh up --cluster): items in CLUSTER_SHARDS stock shards, WAIT for a
-   * replica before each 202 (REDIS_WAIT_REPLICAS=1), and the cluster's faults (CLUSTER_FAULT_KINDS).
+   * replica before each 202 (REDIS_WAIT_REPLICAS=1), and the cluster's faults (faultKinds('cluster')).
    */
   cluster?: boolean;
+  /**
+   * Run on the real Temporal server (services.sh up --temporal-server) instead of the dev server, with its
+   * faults (faultKinds('server')). Not with `cluster`.
+   */
+  temporalServer?: boolean;
   print(line: string): void;
 }
 
-/** Draws a run's faults: one to three, at moments within the crowd and the payments (the cluster's kinds with `cluster`). */
-export function planFaults(rng: Random, cluster = false): PlannedFault[] {
-  const bag = (cluster ? CLUSTER_FAULT_WEIGHTS : FAULT_WEIGHTS).flatMap(([kind, weight]) => Array<FaultKind>(weight).fill(kind));
+/** Draws a run's faults from the set's kinds: one to three, at moments within the crowd and the payments. */
+export function planFaults(rng: Random, set: FaultSet = 'node'): PlannedFault[] {
+  const bag = FAULT_SETS[set].flatMap(([kind, weight]) => Array<FaultKind>(weight).fill(kind));
   return Array.from({ length: rng.int(1, 3) }, () => {
     const kind = rng.pick(bag);
     const forMs = kind === 'kafka-stop' ? KAFKA_OUTAGE_MS : kind === 'temporal-latency' ? rng.int(3000, 6000) : rng.int(1000, 5000);
@@ -354,6 +379,20 @@ async function inject(fault: PlannedFault, fleet: Fleet, clients: Clients, layou
       return;
     case 'temporal-restart':
       await services('stop', 'temporal');
+      await sleep(fault.forMs);
+      await services('up');
+      return;
+    case 'temporal-history-kill':
+      await onStack(async () => {
+        const pid = livePid('temporal-server/history.pid', 'server');
+        // Every service of the server is a process named `server`: its command line says which.
+        if (pid && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--service\0history')) process.kill(pid, 'SIGKILL');
+      });
+      await sleep(fault.forMs);
+      await services('up');
+      return;
+    case 'temporal-frontend-restart':
+      await services('stop', 'temporal-frontend');
       await sleep(fault.forMs);
       await services('up');
       return;
@@ -603,17 +642,33 @@ async function settled(clients: Clients, saleId: number, accepted: number): Prom
   return false;
 }
 
-/** One run: a sale, its crowd, payments and faults, then the checks. */
-async function runOnce(seed: number, clients: Clients, fleet: Fleet, cluster: boolean): Promise<RunResult> {
-  const t0 = Date.now();
+/** A run's sale and faults as its seed draws them (the crowd's and the payments' draws follow on `rng`). */
+export interface RunPlan {
+  rng: Random;
+  windowMs: number;
+  priceMinor: number;
+  /** Units of each item of the run's sale. */
+  quantities: number[];
+  faults: PlannedFault[];
+}
+
+/** @returns the run's plan for a seed on a fault set: the same for the same seed, every time */
+export function planRun(seed: number, set: FaultSet): RunPlan {
   const rng = new Random(seed);
   const windowMs = rng.int(3000, 6000);
   const priceMinor = rng.int(500, 5000);
   const quantities = Array.from({ length: rng.int(2, 3) }, () => rng.int(10, 30));
+  return { rng, windowMs, priceMinor, quantities, faults: planFaults(rng, set) };
+}
+
+/** One run: a sale, its crowd, payments and faults, then the checks. */
+async function runOnce(seed: number, clients: Clients, fleet: Fleet, set: FaultSet): Promise<RunResult> {
+  const cluster = set === 'cluster';
+  const t0 = Date.now();
+  const { rng, windowMs, priceMinor, quantities, faults } = planRun(seed, set);
   const quantity = quantities.reduce((a, b) => a + b, 0);
-  const faults = planFaults(rng, cluster);
   const created = await createSale(clients.pool, {
-    name: `chaos seed ${seed}${cluster ? ' (cluster)' : ''}`,
+    name: `chaos seed ${seed}${set === 'node' ? '' : ` (${set})`}`,
     startsAt: new Date(Date.now() - 1000).toISOString(),
     endsAt: new Date(Date.now() + 3_600_000).toISOString(),
     paymentWindowMs: windowMs,
@@ -658,8 +713,8 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet, cluster: bo
 }
 
 /** @returns the command that replays one run on its own */
-function replayCommand(seed: number, cluster: boolean): string {
-  return `npm run chaos -- --runs 1 --seed ${seed}${cluster ? ' --cluster' : ''}`;
+function replayCommand(seed: number, set: FaultSet): string {
+  return `npm run chaos -- --runs 1 --seed ${seed}${{ node: '', cluster: ' --cluster', server: ' --temporal-server' }[set]}`;
 }
 
 const runLine = (r: RunResult) =>
@@ -675,10 +730,14 @@ const runLine = (r: RunResult) =>
 export async function runCampaign(options: CampaignOptions): Promise<RunResult[]> {
   const dir = join(options.reportDir, `chaos-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   mkdirSync(dir, { recursive: true });
-  const cluster = options.cluster ?? false;
-  await services('up', ...(cluster ? ['--cluster'] : []));
-  const onCluster = cluster ? { REDIS_CLUSTER_NODES: clusterNodes(), REDIS_DB: '0', REDIS_WAIT_REPLICAS: '1' } : {};
-  const config = loadConfig({ ...process.env, ...onCluster, LOG_LEVEL: 'silent' });
+  if (options.cluster && options.temporalServer) throw new Error('a campaign runs on the Redis Cluster or on the real Temporal server, not both');
+  const set: FaultSet = options.cluster ? 'cluster' : options.temporalServer ? 'server' : 'node';
+  await services('up', ...{ node: [], cluster: ['--cluster'], server: ['--temporal-server'] }[set]);
+  const onCluster = set === 'cluster' ? { REDIS_CLUSTER_NODES: clusterNodes(), REDIS_DB: '0', REDIS_WAIT_REPLICAS: '1' } : {};
+  const serverPort = realServerPort();
+  if (set === 'server' && serverPort === undefined) throw new Error('the real Temporal server has no .local/temporal-server/server.env: services.sh up --temporal-server did not make it');
+  const onServer = set === 'server' ? { TEMPORAL_PORT: serverPort } : {};
+  const config = loadConfig({ ...process.env, ...onCluster, ...onServer, LOG_LEVEL: 'silent' });
   const relay = await openRelay(config.TEMPORAL_HOST, config.TEMPORAL_PORT);
   const env = {
     ...process.env,
@@ -699,13 +758,13 @@ export async function runCampaign(options: CampaignOptions): Promise<RunResult[]
   try {
     await Promise.all([fleet.startApi(0), fleet.startApi(1), fleet.startWorker(0), fleet.startWorker(1)]);
     for (const seed of options.seeds) {
-      const result = await runOnce(seed, clients, fleet, cluster);
+      const result = await runOnce(seed, clients, fleet, set);
       results.push(result);
       options.print(runLine(result));
       writeFileSync(join(dir, `run-${seed}.json`), JSON.stringify(result, null, 2));
       if (result.violations.length) {
         for (const v of result.violations.slice(0, 20)) options.print(`    ${v}`);
-        options.print(`    replay: ${replayCommand(seed, cluster)}; logs: ${dir}`);
+        options.print(`    replay: ${replayCommand(seed, set)}; logs: ${dir}`);
       }
     }
   } finally {
@@ -713,13 +772,13 @@ export async function runCampaign(options: CampaignOptions): Promise<RunResult[]
     await relay.close();
     await Promise.allSettled([pool.end(), redis.quit(), clients.temporal.connection.close()]);
   }
-  options.print(summary(results, cluster ? CLUSTER_FAULT_KINDS : FAULT_KINDS));
+  options.print(summary(results, faultKinds(set)));
   if (!options.keepLogs && results.every((r) => !r.violations.length)) rmSync(dir, { recursive: true, force: true });
   return results;
 }
 
 /** The summary table: faults by kind (those of `kinds`, the single node's by default), runs, orders, violations. */
-export function summary(results: readonly RunResult[], kinds: readonly FaultKind[] = FAULT_KINDS): string {
+export function summary(results: readonly RunResult[], kinds: readonly FaultKind[] = faultKinds('node')): string {
   const byKind = new Map<FaultKind, { faults: number; runs: number; violations: number }>(kinds.map((k) => [k, { faults: 0, runs: 0, violations: 0 }]));
   for (const r of results) {
     for (const kind of new Set(r.faults.map((f) => f.kind))) {
