@@ -12,7 +12,7 @@
 #                                     (rm -rf .local/cluster drops it).
 #   bash scripts/services.sh up --temporal-server
 #                                     the same, plus the real Temporal server (scripts/temporal-server-stack.sh):
-#                                     four services on PostgreSQL beside the dev server, its setting in
+#                                     four services on PostgreSQL and its Web UI beside the dev server, its setting in
 #                                     .local/temporal-server/server.env; sticky like --cluster (rm -rf
 #                                     .local/temporal-server drops it). The switches may be combined.
 #   bash scripts/services.sh tools    install only what the fast test layer needs (node_modules, the PyPI tools)
@@ -20,7 +20,8 @@
 #   bash scripts/services.sh stop NAME [immediate]
 #                                     stop one: redis, redis-cluster, postgres (fast shutdown; `immediate`: no
 #                                     checkpoint, as after a crash), kafka, temporal, temporal-server (its four
-#                                     services) or one of them (temporal-frontend, -history, -matching, -worker);
+#                                     services and its UI) or one of them (temporal-frontend, -history, -matching,
+#                                     -worker, -ui);
 #                                     `up` starts it again
 #   bash scripts/services.sh status   one line per service; exit 1 unless all are up
 #
@@ -608,8 +609,8 @@ cmd_stop() { # NAME [immediate]
     kafka) kafka_stop ;;
     temporal) temporal_stop ;;
     temporal-server) ts_stop ;;
-    temporal-frontend | temporal-history | temporal-matching | temporal-worker) ts_stop "${1#temporal-}" ;;
-    *) die "no service named '${1:-}'" "" "stop one of redis, redis-cluster, postgres, kafka, temporal, temporal-server, temporal-frontend, temporal-history, temporal-matching, temporal-worker" ;;
+    temporal-frontend | temporal-history | temporal-matching | temporal-worker | temporal-ui) ts_stop "${1#temporal-}" ;;
+    *) die "no service named '${1:-}'" "" "stop one of redis, redis-cluster, postgres, kafka, temporal, temporal-server, temporal-frontend, temporal-history, temporal-matching, temporal-worker, temporal-ui" ;;
   esac
 }
 
