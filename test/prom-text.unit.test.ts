@@ -27,6 +27,8 @@ test('a counter is summed per value of one label, wherever the label sits', () =
   expect(counterBy(TEXT, 'temporal_sticky_cache_miss', 'task_queue')).toEqual({ q1: 3, q2: 4 });
   expect(counterBy(TEXT, 'temporal_sticky_cache_miss', 'namespace')).toEqual({ a: 7 });
   expect(counterBy(TEXT, 'temporal_sticky_cache_miss', 'absent')).toEqual({});
+  expect(counterBy(TEXT, 'temporal_sticky_cache_miss', 'task_queue', { namespace: 'a' })).toEqual({ q1: 3, q2: 4 });
+  expect(counterBy(TEXT, 'temporal_sticky_cache_miss', 'task_queue', { namespace: 'b' })).toEqual({});
 });
 
 test('a histogram is merged over label sets whatever the position of le', () => {

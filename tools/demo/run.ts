@@ -119,6 +119,8 @@ export interface DemoResult {
   machine: { cores: number; node: string };
   /** The service's processes the demo ran, as `name` or `name (nice N)`. */
   processes: string[];
+  /** The Temporal the run used (not the demo's to start). */
+  temporal: 'dev server' | 'real server (frontend, history, matching, worker on PostgreSQL)';
   waves: WaveSummary[];
   /** Wave 1: sale start → the start queue empty (the last accepted order's workflow started), ±100 ms. */
   msFromStartToLastStarted: number;
@@ -142,8 +144,8 @@ export interface DemoResult {
   stampede: { ms: number; answered: number; cpuMs: Record<(typeof MACHINE_PARTS)[number], number> };
   drain: DrainFigures;
   workflowTasks: WorkflowTaskFigures;
-  /** Per accepted order, on the real server only. */
-  server?: ServerFigures;
+  /** Per accepted order, on the real server only; or why it could not be read. */
+  server?: ServerFigures | string;
   finalCounts: Record<string, number>;
   audit: AuditReport;
   reportFiles: string[];
@@ -168,7 +170,7 @@ export interface PaymentTally {
    * because the workflow handled them after the deadline (sent late, or queued behind the backlog); refused
    * because the workflow first ran (stored the order) after the deadline.
    */
-  signal: { paid: number; handledAfterDeadline: number; workflowRanAfterDeadline: number };
+  signal: { paid: number; handledAfterDeadline: number };
   /**
    * Buyers who came to pay after the checkout had closed at their order's deadline (nothing taken, nothing sent),
    * by the path they would have paid through: a signal's checkout opens only once the order is stored.
@@ -181,7 +183,7 @@ export interface PaymentTally {
 }
 
 function newPaymentTally(): PaymentTally {
-  return { route: {}, signal: { paid: 0, handledAfterDeadline: 0, workflowRanAfterDeadline: 0 }, checkoutClosed: { route: 0, signal: 0 }, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
+  return { route: {}, signal: { paid: 0, handledAfterDeadline: 0 }, checkoutClosed: { route: 0, signal: 0 }, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
 }
 
 /**
@@ -191,8 +193,7 @@ function newPaymentTally(): PaymentTally {
 async function signalFates(pool: Pool, orderIds: readonly string[]): Promise<PaymentTally['signal']> {
   const res = await pool.query<PaymentTally['signal']>(
     `SELECT count(*) FILTER (WHERE paid)::int AS paid,
-            count(*) FILTER (WHERE NOT paid AND created_at < deadline_at)::int AS "handledAfterDeadline",
-            count(*) FILTER (WHERE NOT paid AND created_at >= deadline_at)::int AS "workflowRanAfterDeadline"
+            count(*) FILTER (WHERE NOT paid)::int AS "handledAfterDeadline"
        FROM (SELECT created_at, deadline_at, status = 'PAID' AND payment_id = 'pay-' || id::text AS paid
                FROM orders WHERE id = ANY($1::uuid[])) o`,
     [orderIds],
@@ -249,41 +250,72 @@ export interface WorkflowTaskFigures {
    * first ran before or after the deadline: where the wasted workflow tasks come from.
    */
   unhandledCommandBy: Record<string, number>;
-  /** Mean history events and workflow tasks (WorkflowTaskScheduled) per order. */
-  perOrder: { events: number; workflowTasks: number };
+  /**
+   * Mean history events, workflow tasks (WorkflowTaskScheduled) and state transitions (the server's count for the
+   * execution, from DescribeWorkflowExecution) per order.
+   */
+  perOrder: { events: number; workflowTasks: number; stateTransitions: number };
 }
 
 /**
- * What the real Temporal server counted over the whole run (both waves), per accepted order, from its
- * Prometheus endpoints: actions (as Temporal Cloud bills them), state transitions and persistence requests.
- * Absent on the dev server, which exports none of them.
+ * What the real Temporal server counted from wave 1's start until both waves settled, per accepted order, from
+ * its Prometheus endpoints and /proc. Absent on the dev server, which exports none of them.
  */
 export interface ServerFigures {
+  /** Actions (what Temporal Cloud bills and rate-limits) in the run's namespace. */
   actions: number;
-  /** Actions by the server's `action_type` label (e.g. grpc_StartWorkflowExecution, command_BatchMarkers). */
+  /** Those by the server's `action_type` label (e.g. grpc_StartWorkflowExecution, command_BatchMarkers). */
   actionsByType: Record<string, number>;
-  stateTransitions: number;
+  /** Persistence requests of every namespace, the server's own background work included. */
   persistenceRequests: number;
-  /** CPU ms of each of the server's services (its processes, from /proc). */
+  /** CPU ms of each of the server's services (its processes), background work included. */
   cpuMsByService: Record<string, number>;
+}
+
+/** A reading of the real server's counters, and the processes they were read from. */
+interface ServerReading extends Omit<ServerFigures, 'actions'> {
+  actions: number;
+  pids: Record<string, number>;
 }
 
 /** @returns whether the run's Temporal is the real server `services.sh up --temporal-server` made */
 const onRealServer = (config: Config) => String(config.TEMPORAL_PORT) === realServerPort();
 
-/** @returns the real server's counters so far, summed over its services; undefined when the run is on the dev server */
-async function serverCounters(config: Config): Promise<ServerFigures | undefined> {
+/**
+ * @returns the real server's counters so far, summed over its services; undefined when the run is on the dev server
+ * @throws when a service's metrics endpoint does not answer
+ */
+async function serverCounters(config: Config): Promise<ServerReading | undefined> {
   if (!onRealServer(config)) return undefined;
   const texts = await Promise.all(realServerMetrics().map(async (url) => (await fetch(url)).text()));
-  const sum = (read: (text: string) => number) => texts.reduce((n, text) => n + read(text), 0);
+  // The server's metrics name the namespace with Prometheus' characters only.
+  const namespace = config.TEMPORAL_NAMESPACE.replace(/[^a-zA-Z0-9_]/g, '_');
   const actionsByType: Record<string, number> = {};
-  for (const [type, n] of texts.flatMap((t) => Object.entries(counterBy(t, 'action', 'action_type')))) actionsByType[type] = (actionsByType[type] ?? 0) + n;
+  for (const [type, n] of texts.flatMap((t) => Object.entries(counterBy(t, 'action', 'action_type', { namespace })))) actionsByType[type] = (actionsByType[type] ?? 0) + n;
+  const pids = realServerPids();
   return {
-    actions: sum((t) => counter(t, 'action')),
+    actions: Object.values(actionsByType).reduce((a, b) => a + b, 0),
     actionsByType,
-    stateTransitions: sum((t) => histogram(t, 'state_transition_count').sum),
-    persistenceRequests: sum((t) => counter(t, 'persistence_requests')),
-    cpuMsByService: treesCpuMs(realServerPids()),
+    persistenceRequests: texts.reduce((n, t) => n + counter(t, 'persistence_requests'), 0),
+    cpuMsByService: treesCpuMs(pids),
+    pids,
+  };
+}
+
+/**
+ * @returns the server's figures per accepted order between two readings, or why there are none: a service that
+ *   restarted in between started its counters again
+ */
+function serverFigures(start: ServerReading, end: ServerReading, orders: number): ServerFigures | string {
+  const restarted = Object.keys(start.pids).filter((service) => start.pids[service] !== end.pids[service]);
+  if (restarted.length) return `the server's ${restarted.join(', ')} restarted during the run: its counters started again`;
+  const per = (n: number) => Math.round((n / Math.max(1, orders)) * 100) / 100;
+  const perKey = (a: Record<string, number>, b: Record<string, number>) => Object.fromEntries(Object.entries(b).map(([k, v]) => [k, per(v - (a[k] ?? 0))]).filter(([, v]) => v !== 0));
+  return {
+    actions: per(end.actions - start.actions),
+    actionsByType: perKey(start.actionsByType, end.actionsByType),
+    persistenceRequests: per(end.persistenceRequests - start.persistenceRequests),
+    cpuMsByService: perKey(start.cpuMsByService, end.cpuMsByService),
   };
 }
 
@@ -346,6 +378,7 @@ async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal
   let timedOut = 0;
   let events = 0;
   let workflowTasks = 0;
+  let stateTransitions = 0;
   const failedByCause: Record<string, number> = {};
   const unhandledCommandBy: Record<string, number> = {};
   const lags = { startedBeforeDeadline: [] as number[], firstRanAfterDeadline: [] as number[] };
@@ -354,7 +387,10 @@ async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal
     Array.from({ length: HISTORY_READS_IN_FLIGHT }, async () => {
       while (next < orderIds.length) {
         const orderId = orderIds[next++];
-        const history = (await temporal.workflow.getHandle(orderId).fetchHistory()).events ?? [];
+        const handle = temporal.workflow.getHandle(orderId);
+        const [fetched, described] = await Promise.all([handle.fetchHistory(), handle.describe()]);
+        const history = fetched.events ?? [];
+        stateTransitions += Number(described.raw.workflowExecutionInfo?.stateTransitionCount?.toString() ?? 0);
         const input = payloadJson(history[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]) as OrderInput;
         const deadlineMs = paymentDeadlineMs(input);
         const firstTask = history.find((e) => e.workflowTaskStartedEventAttributes);
@@ -387,7 +423,11 @@ async function scanHistories(temporal: Awaited<ReturnType<typeof connectTemporal
     timedOutInHistory: timedOut,
     failedInHistory: failedByCause,
     unhandledCommandBy,
-    perOrder: { events: Math.round((events / Math.max(1, orderIds.length)) * 10) / 10, workflowTasks: Math.round((workflowTasks / Math.max(1, orderIds.length)) * 100) / 100 },
+    perOrder: {
+      events: Math.round((events / Math.max(1, orderIds.length)) * 10) / 10,
+      workflowTasks: Math.round((workflowTasks / Math.max(1, orderIds.length)) * 100) / 100,
+      stateTransitions: Math.round((stateTransitions / Math.max(1, orderIds.length)) * 10) / 10,
+    },
     returnLagMs: { startedBeforeDeadline: lagSummary(lags.startedBeforeDeadline), firstRanAfterDeadline: lagSummary(lags.firstRanAfterDeadline) },
   };
 }
@@ -479,7 +519,6 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     print('starting the API and the worker…');
     children.push(startChild('api', 'dist/api/main.js', env, join(dir, 'api.log'), 'api listening'));
     processes.push(config.STARTER_IN_API ? 'api (with its starter)' : 'api', 'worker (nice 10)', ...(config.STARTER_IN_API ? [] : ['starter (nice 10)']));
-    processes.push(onRealServer(config) ? 'Temporal server (frontend, history, matching, worker on PostgreSQL)' : 'Temporal dev server');
     // The worker's work is the drain, at Temporal's pace: it yields the CPU to the API while the stampede lasts.
     const workerMetricsPort = await freePort();
     children.push(startChild('worker', 'dist/worker/main.js', { ...env, WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
@@ -590,9 +629,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         }
       };
       inFlightPayments.push(
-        // A signal's checkout opens when the payment service hears the order is stored (OrderPlaced): were it
-        // paid on the row's first sight, the signal would land in the very workflow task that stored it, and a
-        // task that also settles the order (a workflow first run after its deadline) is refused UNHANDLED_COMMAND.
+        // A signal's checkout opens once the order is stored (the demo sees its row), and the buyer then takes a
+        // think time: a signal sent on the row's first sight would land in the very workflow task that stored it,
+        // and a task that also settles the order (a workflow first run after its deadline) is refused
+        // UNHANDLED_COMMAND.
         (viaSignal ? stored(orderId).then(() => sleep(delay)) : sleep(delay)).then(async () => {
           // The checkout closes at the deadline: a buyer back later is not charged, so there is nothing to report.
           if (Date.now() >= deadlineMs) {
@@ -622,7 +662,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       counts[r.status] = (counts[r.status] ?? 0) + 1;
       if (r.status === 202 && r.orderId) {
         accepted.push(r.orderId);
-        if (Math.random() < payShare) pay(r.orderId, r.paymentDeadlineMs ?? Number.NaN, Math.random() < signalShare);
+        if (r.paymentDeadlineMs === undefined) throw new Error(`202 for order ${r.orderId} without a paymentDeadline`);
+        if (Math.random() < payShare) pay(r.orderId, r.paymentDeadlineMs, Math.random() < signalShare);
       }
     };
     const dbCounts = async () => {
@@ -693,13 +734,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       for (let k = 0; k < times; k++) presses.push(press);
     });
     shuffle(presses);
+    const serverAtStart = await serverCounters(config);
     await sleep(Math.max(0, saleStartMs - Date.now()));
     print(`sale open: ${presses.length} presses from ${options.buyers} buyers`);
     const wave1Start = Date.now();
     const machine = machineCpu({ api: children[0].process.pid as number, worker: children[1].process.pid as number });
     const stackCpu = (): StackCpu => ({ atMs: Date.now(), ...machine() });
     const cpuAtStart = stackCpu();
-    const serverAtStart = await serverCounters(config);
     // Sampled through the stampede, so that its cost up to the last 202 can be read afterwards.
     const stampedeSamples = [cpuAtStart];
     const sampling = setInterval(() => stampedeSamples.push(stackCpu()), STAMPEDE_SAMPLE_MS);
@@ -747,10 +788,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     if (paymentsUrl !== baseUrl) writeFileSync(join(dir, 'payments-api-metrics.prom'), await (await fetch(`${paymentsUrl}/metrics`)).text());
     writeFileSync(join(dir, 'payments.jsonl'), attempts.map((a) => JSON.stringify(a)).join('\n') + '\n');
     const taskMetrics = workerTaskMetrics(workerMetrics);
-    const serverAtEnd = await serverCounters(config);
-    const perAccepted = (n: number) => Math.round((n / Math.max(1, accepted.length)) * 100) / 100;
-    const perAcceptedBy = (end: Record<string, number>, start: Record<string, number>) =>
-      Object.fromEntries(Object.entries(end).map(([k, v]) => [k, perAccepted(v - (start[k] ?? 0))]).filter(([, v]) => v !== 0));
+    const serverAtEnd = await serverCounters(config).catch((err: unknown) => `the server's metrics did not answer: ${(err as Error).message}`);
 
     const settledMs = Date.now();
     print(`auditing, and reading ${accepted.length} order histories for workflow task timeouts and failures…`);
@@ -766,6 +804,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       options: plainOptions,
       machine: { cores: cpus().length, node: process.version },
       processes,
+      temporal: onRealServer(config) ? 'real server (frontend, history, matching, worker on PostgreSQL)' : 'dev server',
       waves: [wave1Summary, wave2Summary],
       msFromStartToLastStarted: wave1LastStartedMs,
       stagesMs: { setup: saleStartMs - runStartMs, sale: settledMs - saleStartMs, checks: Date.now() - settledMs },
@@ -793,16 +832,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         cpuMs: Object.fromEntries(MACHINE_PARTS.map((k) => [k, Math.round(atSoldOut[k] - cpuAtStart[k])])) as Record<(typeof MACHINE_PARTS)[number], number>,
       },
       workflowTasks: { ...taskMetrics, ...histories },
-      ...(serverAtStart &&
-        serverAtEnd && {
-          server: {
-            actions: perAccepted(serverAtEnd.actions - serverAtStart.actions),
-            actionsByType: perAcceptedBy(serverAtEnd.actionsByType, serverAtStart.actionsByType),
-            cpuMsByService: perAcceptedBy(serverAtEnd.cpuMsByService, serverAtStart.cpuMsByService),
-            stateTransitions: perAccepted(serverAtEnd.stateTransitions - serverAtStart.stateTransitions),
-            persistenceRequests: perAccepted(serverAtEnd.persistenceRequests - serverAtStart.persistenceRequests),
-          },
-        }),
+      ...(serverAtStart && serverAtEnd && { server: typeof serverAtEnd === 'string' ? serverAtEnd : serverFigures(serverAtStart, serverAtEnd, accepted.length) }),
       finalCounts: { units: totalUnits, ...finalCounts },
       audit,
       reportFiles: [join(dir, 'report.json'), join(dir, 'report.md')],
@@ -827,6 +857,14 @@ function routeLine(route: Record<string, number>): string {
   return [`paid ${paid}`, `refused because late (PAYMENT_WINDOW_CLOSED) ${late}`, ...rest].join(', ');
 }
 
+/** The real server's figures per order, or why there are none. */
+function serverLine(server: DemoResult['server']): string {
+  if (server === undefined) return '';
+  if (typeof server === 'string') return ` Real server's counters: none (${server}).`;
+  const pairs = (figures: Record<string, number>) => Object.entries(figures).map(([k, v]) => `${k} ${v}`).join(', ');
+  return ` On the real server, per accepted order (both waves): ${server.actions} actions (${pairs(server.actionsByType)}), ${server.persistenceRequests} persistence requests (all namespaces, background work included), CPU ms ${pairs(server.cpuMsByService)}.`;
+}
+
 const lag = (l: LagSummary) => (l.count ? `${l.count} orders, p50 ${l.p50}, p99 ${l.p99}, max ${l.max}` : 'none');
 
 /** The report as Markdown: waves, latencies, timings, final counts, audit. */
@@ -845,7 +883,7 @@ export function renderMarkdown(r: DemoResult): string {
     '',
     `Machine: ${r.machine.cores} cores, Node ${r.machine.node}. Buyers: ${r.options.buyers} + ${r.options.secondWaveBuyers}; units: ${r.options.items} × ${r.options.quantity}; payment window ${r.options.paymentWindowMs} ms.`,
     '',
-    `Processes: ${r.processes.join(', ')}.`,
+    `Processes: ${r.processes.join(', ')}; Temporal: ${r.temporal}.`,
     '',
     '| wave | requests | offered req/s | served req/s | statuses | 202 latency p50/p95/p99 ms | 410 latency p50/p95/p99 ms | ms to sold out | ms to last 202 |',
     '|---|---|---|---|---|---|---|---|---|',
@@ -862,7 +900,7 @@ export function renderMarkdown(r: DemoResult): string {
     '',
     `Payments (the payment service pays ${Math.round(r.options.payShare * 100)}% of wave 1's orders, half by each path, and every order of wave 2 by the route), by what became of them:`,
     `- **route** (\`POST /orders/{id}/payment\`: the payment service's own call, decided by PostgreSQL from the 202 on, whether or not the order's workflow has run): ${routeLine(r.payments.route)}.`,
-    `- **\`paid\` signal** (how a payment service that talks to Temporal reports a payment; its buyer pays once the order is stored, which in a backlog may be after the deadline): paid ${r.payments.signal.paid}, refused because the workflow handled it after the deadline ${r.payments.signal.handledAfterDeadline}, refused because the workflow first ran after the deadline ${r.payments.signal.workflowRanAfterDeadline} (each refused signal is a PaymentRefundRequired event).`,
+    `- **\`paid\` signal** (how a payment service that talks to Temporal reports a payment; its buyer pays a think time after the order is stored, before the deadline): paid ${r.payments.signal.paid}, refused because the workflow handled it after the deadline ${r.payments.signal.handledAfterDeadline} (each refused signal is a PaymentRefundRequired event).`,
     `- buyers back after the checkout closed at their order's deadline (nothing charged, nothing sent): route ${r.payments.checkoutClosed.route}, signal ${r.payments.checkoutClosed.signal} (a signal's checkout opens only once its order is stored).`,
     `- retried after a 503 or a network error ${r.payments.retried} (503s ${r.payments.unavailable}, ${r.payments.unavailableWithRetryAfter} with Retry-After), given up ${r.payments.failed}. Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)} (sent during wave 1's presses ${latency(r.paymentLatencyMs.routeDuringStampede)}, after them ${latency(r.paymentLatencyMs.routeAfterStampede)}), signal ${latency(r.paymentLatencyMs.signal)}.`,
     '',
@@ -872,7 +910,7 @@ export function renderMarkdown(r: DemoResult): string {
       : 'Baseline: none on this machine yet. `npm run bench -- drain` measures it (a few minutes) and appends it to reports/bench.jsonl; the next demo reports this drain beside it.',
     '',
     `Workflow tasks: ${w.executed} executed, p50 ≤ ${w.executionMs.p50} ms, p99 ≤ ${w.executionMs.p99} ms, ${w.slowExecutions.count} over ${w.slowExecutions.bound} ms; schedule-to-start p50 ≤ ${w.scheduleToStartMs.p50} ms, p99 ≤ ${w.scheduleToStartMs.p99} ms; ${w.executionFailed} failed, ${w.stickyCacheMisses} sticky cache misses. In ${w.historiesScanned} order histories: ${w.timedOutInHistory} workflow task timeouts; workflow task failures by cause: ${Object.entries(w.failedInHistory).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}.`,
-    `Per order: ${w.perOrder.events} history events, ${w.perOrder.workflowTasks} workflow tasks${r.server ? `; on the real server ${r.server.actions} actions (${Object.entries(r.server.actionsByType).map(([k, v]) => `${k} ${v}`).join(', ')}), ${r.server.stateTransitions} state transitions, ${r.server.persistenceRequests} persistence requests, CPU ms ${Object.entries(r.server.cpuMsByService).map(([k, v]) => `${k} ${v}`).join(', ')} (both waves, over the accepted orders)` : ''}. UNHANDLED_COMMAND by payment path and first run: ${Object.entries(w.unhandledCommandBy).map(([k, v]) => `${k} ${v}`).join('; ') || 'none'}.`,
+    `Per order: ${w.perOrder.events} history events, ${w.perOrder.workflowTasks} workflow tasks, ${w.perOrder.stateTransitions} state transitions.${serverLine(r.server)} UNHANDLED_COMMAND by payment path and first run: ${Object.entries(w.unhandledCommandBy).map(([k, v]) => `${k} ${v}`).join('; ') || 'none'}.`,
     `Unpaid units back in stock after their deadline (EXPIRED orders; ms): workflow started before the deadline ${lag(w.returnLagMs.startedBeforeDeadline)}; workflow first ran after it ${lag(w.returnLagMs.firstRanAfterDeadline)}.`,
     '',
     `Final orders: ${Object.entries(r.finalCounts)

@@ -26,7 +26,7 @@ export interface PressResult {
   /** ms since the epoch when the answer arrived. */
   answeredAtMs: number;
   orderId?: string;
-  /** A 202's payment deadline (ms since the epoch), as the buyer was shown it. */
+  /** A 202's payment deadline (ms since the epoch), as the buyer was shown it; absent when the 202 had none. */
   paymentDeadlineMs?: number;
   error?: string;
 }
@@ -81,7 +81,8 @@ export async function pressAll(options: CrowdOptions): Promise<PressResult[]> {
       });
       const body = (await res.body.json()) as { orderId?: string; paymentDeadline?: string };
       const latencyMs = Number(process.hrtime.bigint() - t0) / 1e6;
-      return { buyer: press.buyer, status: res.statusCode, latencyMs, answeredAtMs: Date.now(), ...(res.statusCode === 202 && { orderId: body.orderId, paymentDeadlineMs: Date.parse(body.paymentDeadline ?? '') }) };
+      const deadlineMs = Date.parse(body.paymentDeadline ?? '');
+      return { buyer: press.buyer, status: res.statusCode, latencyMs, answeredAtMs: Date.now(), ...(res.statusCode === 202 && { orderId: body.orderId, ...(Number.isFinite(deadlineMs) && { paymentDeadlineMs: deadlineMs }) }) };
     } catch (err) {
       return { buyer: press.buyer, status: 0, latencyMs: Number(process.hrtime.bigint() - t0) / 1e6, answeredAtMs: Date.now(), error: String(err) };
     }

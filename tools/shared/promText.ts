@@ -12,11 +12,16 @@ export function counter(text: string, name: string): number {
   return sum;
 }
 
-/** @returns counter `name` summed per value of its label `label` (series without that label are left out) */
-export function counterBy(text: string, name: string, label: string): Record<string, number> {
+/**
+ * @param where label values a series must have to count, e.g. { namespace: 'flash_sale' }
+ * @returns counter `name` summed per value of its label `label` (series without that label are left out)
+ */
+export function counterBy(text: string, name: string, label: string, where: Record<string, string> = {}): Record<string, number> {
   const sums: Record<string, number> = {};
+  const labelValue = (labels: string, key: string) => new RegExp(`(?:^|,)${key}="([^"]*)"`).exec(labels)?.[1];
   for (const m of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} ${NUMBER}$`, 'gm'))) {
-    const value = new RegExp(`(?:^|,)${label}="([^"]*)"`).exec(m[1])?.[1];
+    if (Object.entries(where).some(([key, wanted]) => labelValue(m[1], key) !== wanted)) continue;
+    const value = labelValue(m[1], label);
     if (value !== undefined) sums[value] = (sums[value] ?? 0) + Number(m[2]);
   }
   return sums;
