@@ -166,19 +166,40 @@ frontend.namespaceCount:
 EOF
 }
 
+ts_launch() { # SERVICE, unless it runs
+  ts_pid "$1" >/dev/null && return 0
+  require_free_port "temporal-$1" "$(ts_port "$1")" TEMPORAL_SERVER_PORT
+  setsid nohup nice -n "$TEMPORAL_NICE" "$TS_BIN/server" --config-file "$TS_DIR/$1.yaml" --allow-no-auth \
+    start --service "$1" >>"$(ts_log "$1")" 2>&1 </dev/null 9>&- &
+  echo $! >"$TS_DIR/$1.pid"
+}
+
+ts_any_alive() {
+  local service
+  for service in "${TS_SERVICES[@]}"; do ts_pid "$service" >/dev/null && return 0; done
+  return 1
+}
+
 ts_start() {
   ts_install
   ts_schema
   ts_write_config
   local service
-  for service in "${TS_SERVICES[@]}"; do
-    ts_pid "$service" >/dev/null && continue
-    require_free_port "temporal-$service" "$(ts_port "$service")" TEMPORAL_SERVER_PORT
-    setsid nohup nice -n "$TEMPORAL_NICE" "$TS_BIN/server" --config-file "$TS_DIR/$service.yaml" --allow-no-auth \
-      start --service "$service" >>"$(ts_log "$service")" 2>&1 </dev/null 9>&- &
-    echo $! >"$TS_DIR/$service.pid"
-  done
+  for service in "${TS_SERVICES[@]}"; do ts_launch "$service"; done
+  # On a new database the services race to write the cluster's metadata, and a loser exits at once ("Failed to
+  # apply cluster metadata"); once it is written, whichever exited starts again and finds it.
+  if ! ts_metadata_written; then
+    wait_for 60 ts_any_alive ts_metadata_written ||
+      die "the Temporal server did not write its cluster metadata ($WAIT_FAILURE)" "$(ts_log frontend)" "read the logs; then up --temporal-server again"
+    sleep 2
+    for service in "${TS_SERVICES[@]}"; do ts_launch "$service"; done
+  fi
   ts_start_ui
+}
+
+ts_metadata_written() {
+  [[ $(as_pg "$PG_BIN/psql" -X -q -h "$PG_SOCKET_DIR" -p "$PGPORT" -U "$PG_OS_USER" -d "$TS_DB" -tAc \
+    'SELECT count(*) FROM cluster_metadata_info' 2>/dev/null) =~ ^[1-9] ]]
 }
 
 ts_all_alive() {
@@ -221,8 +242,7 @@ ts_status_lines() {
   [[ -f $TS_ENV ]] || return 0
   local service pids="" rc=0
   for service in "${TS_SERVICES[@]}"; do
-    ts_pid "$service" >/dev/null || { line "temporal-$service" down "log $(rel "$(ts_log "$service")")"; rc=1; }
-    pids+="$(ts_pid "$service") "
+    if ts_pid "$service" >/dev/null; then pids+="$(ts_pid "$service") "; else line "temporal-$service" down "log $(rel "$(ts_log "$service")")"; rc=1; fi
   done
   # The UI's absence is shown, not failed: no sale needs it.
   ts_ui_pid >/dev/null && pids+="$(ts_ui_pid) " || line temporal-ui down "log $(rel "$(ts_log ui)")"
