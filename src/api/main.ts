@@ -20,6 +20,7 @@ import { createApp } from './app';
 import { clientErrorResponse } from './errors';
 import { Catalog } from './catalog';
 import { createMetrics } from './metrics';
+import { dependencyChecks } from './routes/ops';
 import { SoldOutFlags } from './soldOut';
 import { createStarter } from '../starter/starter';
 import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
@@ -73,6 +74,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     () => soldOut.size,
     () => starter?.depths() ?? Promise.resolve(new Map()),
     pool,
+    dependencyChecks({ redis, pool, workflows }),
   );
   const starter = config.STARTER_IN_API
     ? createStarter(

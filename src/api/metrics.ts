@@ -14,12 +14,16 @@ export type QueueDepths = () => Promise<Map<number, { waiting: number; oldestAge
 /** The PostgreSQL pool's counts, as pg's Pool reports them. */
 export type PoolCounts = Pick<Pool, 'totalCount' | 'idleCount' | 'waitingCount'>;
 
+/** Whether each store the API needs answers (src/api/routes/ops.ts, dependencyChecks). */
+export type Dependencies = () => Promise<Record<string, { up: boolean }>>;
+
 /**
  * @param soldOutCount reads the number of items flagged sold out in this process
  * @param queueDepths reads the start queues of the sales this process's starter watches (at each scrape)
  * @param pool the PostgreSQL pool whose connections and waiting queries are read at each scrape
+ * @param dependencies checks the stores at each scrape, as /readyz does (the "store down" alert reads it)
  */
-export function createMetrics(soldOutCount: () => number, queueDepths: QueueDepths, pool: PoolCounts) {
+export function createMetrics(soldOutCount: () => number, queueDepths: QueueDepths, pool: PoolCounts, dependencies: Dependencies) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
@@ -129,6 +133,15 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
       help: 'Workflow starts that failed, by cause; the entry is tried again (invalid_entry: set aside, never started).',
       labelNames: ['cause'] as const,
       registers: [registry],
+    }),
+    dependencyUp: new Gauge({
+      name: 'flash_sale_dependency_up',
+      help: 'Whether each store this process needs answers (1) or not (0), checked at each scrape as /readyz checks it.',
+      labelNames: ['dependency'] as const,
+      registers: [registry],
+      async collect() {
+        for (const [dependency, status] of Object.entries(await dependencies())) this.set({ dependency }, status.up ? 1 : 0);
+      },
     }),
     soldOutItems: new Gauge({
       name: 'flash_sale_sold_out_items',

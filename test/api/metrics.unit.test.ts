@@ -35,7 +35,7 @@ test.each([
   ['fewer answers than a batch (flushed by the scrape)', 7],
   ['more than one full batch (flushed when full, the rest by the scrape)', 10_000],
 ])('SOLD_OUT answers: %s → the same series as one-by-one recording', async (_name, count) => {
-  const metrics = createMetrics(() => 0, async () => new Map(), { totalCount: 0, idleCount: 0, waitingCount: 0 });
+  const metrics = createMetrics(() => 0, async () => new Map(), { totalCount: 0, idleCount: 0, waitingCount: 0 }, async () => ({}));
   const reference = oneByOne();
   // Latencies spread over every bucket and past the last one.
   const seconds = Array.from({ length: count }, (_, i) => ((i * 7919) % 3000) / 1000);
@@ -53,4 +53,19 @@ test.each([
   expect(series).toEqual(await purchaseSeries(reference.registry));
   // A second scrape adds nothing: each answer is counted once.
   expect(await purchaseSeries(metrics.registry)).toEqual(series);
+});
+
+test('flash_sale_dependency_up reads the stores at each scrape: 1 for each that answers, 0 for each that does not', async () => {
+  let postgresUp = true;
+  const metrics = createMetrics(() => 0, async () => new Map(), { totalCount: 0, idleCount: 0, waitingCount: 0 }, async () => ({ redis: { up: true }, postgres: { up: postgresUp } }));
+  const scrape = async () => (await metrics.registry.getSingleMetric('flash_sale_dependency_up')?.get())?.values.map((v) => [v.labels.dependency, v.value]);
+  expect(await scrape()).toEqual([
+    ['redis', 1],
+    ['postgres', 1],
+  ]);
+  postgresUp = false;
+  expect(await scrape()).toEqual([
+    ['redis', 1],
+    ['postgres', 0],
+  ]);
 });

@@ -42,15 +42,17 @@ function environment(name: string): Record<string, string> {
 }
 
 test('has the four services, the one-shot topic initialiser and migration, the API and the worker', () => {
-  expect(Object.keys(services).sort()).toEqual(['api', 'kafka', 'kafka-init', 'migrate', 'postgres', 'redis', 'redis-cluster', 'temporal', 'worker']);
+  expect(Object.keys(services).sort()).toEqual(['api', 'grafana', 'kafka', 'kafka-init', 'migrate', 'postgres', 'prometheus', 'redis', 'redis-cluster', 'temporal', 'worker']);
 });
 
 test('the API, the worker and the migration run the compiled service from Dockerfile on plain node, against the compose services', () => {
   const commands = Object.fromEntries(['migrate', 'api', 'worker'].map((name) => [name, service(name).command]));
   expect(commands).toEqual({ migrate: ['node', 'dist/cli/migrate.js'], api: ['node', 'dist/api/main.js'], worker: ['node', 'dist/worker/main.js'] });
+  const serviceEnv = { PGHOST: 'postgres', REDIS_HOST: 'redis', KAFKA_HOST: 'kafka', KAFKA_PORT: '29092', TEMPORAL_HOST: 'temporal', API_HOST: '0.0.0.0' };
   for (const name of ['migrate', 'api', 'worker']) {
     expect(service(name).build).toBe('.');
-    expect(environment(name)).toEqual({ PGHOST: 'postgres', REDIS_HOST: 'redis', KAFKA_HOST: 'kafka', KAFKA_PORT: '29092', TEMPORAL_HOST: 'temporal', API_HOST: '0.0.0.0' });
+    // The worker also serves Temporal Core's metrics to the compose Prometheus.
+    expect(environment(name)).toEqual(name === 'worker' ? { ...serviceEnv, WORKER_METRICS_PORT: '9464', WORKER_METRICS_HOST: '0.0.0.0' } : serviceEnv);
   }
   expect(service('worker').depends_on).toEqual(service('api').depends_on);
   expect(service('api').depends_on).toMatchObject({ migrate: { condition: 'service_completed_successfully' }, 'kafka-init': { condition: 'service_completed_successfully' } });
@@ -76,7 +78,28 @@ test('publishes the stack.env ports, on 127.0.0.1 only', () => {
     api: [`127.0.0.1:${stack.API_PORT}:${stack.API_PORT}`],
     worker: [],
     temporal: [`127.0.0.1:${stack.TEMPORAL_PORT}:${stack.TEMPORAL_PORT}`, `127.0.0.1:${stack.TEMPORAL_UI_PORT}:${stack.TEMPORAL_UI_PORT}`],
+    prometheus: ['127.0.0.1:9090:9090'],
+    grafana: ['127.0.0.1:3001:3000'],
   });
+});
+
+test('Prometheus evaluates monitoring/alerts.yml on the jobs its rules name; Grafana shows the dashboard from it', () => {
+  const mounts = (name: string) => (services[name] as Service & { volumes?: string[] }).volumes ?? [];
+  expect(mounts('prometheus')).toEqual(['./monitoring/prometheus.yml:/etc/prometheus/prometheus.yml:ro', './monitoring/alerts.yml:/etc/prometheus/alerts.yml:ro']);
+  const prometheus = parse(readFileSync(join(ROOT, 'monitoring', 'prometheus.yml'), 'utf8')) as { rule_files: string[]; scrape_configs: { job_name: string; static_configs: { targets: string[] }[] }[] };
+  expect(prometheus.rule_files).toEqual(['/etc/prometheus/alerts.yml']);
+  expect(Object.fromEntries(prometheus.scrape_configs.map((c) => [c.job_name, c.static_configs.flatMap((t) => t.targets)]))).toEqual({
+    'flash-sale-api': [`api:${stack.API_PORT}`],
+    'flash-sale-worker': [`worker:${environment('worker').WORKER_METRICS_PORT}`],
+  });
+  const alerts = readFileSync(join(ROOT, 'monitoring', 'alerts.yml'), 'utf8');
+  for (const job of ['flash-sale-worker']) expect(alerts).toContain(`job="${job}"`);
+
+  expect(mounts('grafana')).toEqual(['./monitoring/grafana/provisioning:/etc/grafana/provisioning:ro', './monitoring/grafana/flash-sale.json:/var/lib/grafana/dashboards/flash-sale.json:ro']);
+  const datasource = parse(readFileSync(join(ROOT, 'monitoring', 'grafana', 'provisioning', 'datasources', 'prometheus.yml'), 'utf8')) as { datasources: { uid: string; url: string }[] };
+  const dashboard = JSON.parse(readFileSync(join(ROOT, 'monitoring', 'grafana', 'flash-sale.json'), 'utf8')) as { panels: { targets: { datasource: { uid: string } }[] }[] };
+  expect(datasource.datasources.map((d) => [d.uid, d.url])).toEqual([['prometheus', 'http://prometheus:9090']]);
+  expect([...new Set(dashboard.panels.flatMap((p) => p.targets.map((t) => t.datasource.uid)))]).toEqual(['prometheus']);
 });
 
 test('PostgreSQL has the stack.env role, password and database', () => {

@@ -16,25 +16,45 @@ function within<T>(ms: number, work: Promise<T>): Promise<T> {
 /** The OpenAPI 3.1 document kept in the repo (openapi.yaml), parsed once. */
 export const openApiDocument: unknown = parse(readFileSync(join(__dirname, '..', '..', '..', 'openapi.yaml'), 'utf8'));
 
+/** Each store the API needs, up or down, with the reason of those down. */
+export type DependencyStatus = Record<'redis' | 'postgres' | 'temporal', { up: true } | { up: false; reason: string }>;
+
 /**
- * GET /readyz: 200 when Redis, PostgreSQL and the Temporal namespace answer within CHECK_TIMEOUT_MS each; else
- * 503 with Retry-After. Either way the body names each check up or down.
+ * @returns a check of Redis, PostgreSQL and the Temporal namespace, each answering within CHECK_TIMEOUT_MS or
+ *   down; /readyz and the flash_sale_dependency_up gauge both read it
  */
-export function readinessHandler({ redis, pool, workflows }: AppDeps) {
-  const checks: Record<string, () => Promise<unknown>> = {
+export function dependencyChecks({ redis, pool, workflows }: Pick<AppDeps, 'redis' | 'pool' | 'workflows'>): () => Promise<DependencyStatus> {
+  const checks = {
     redis: () => redis.ping(),
     postgres: () => pool.query('SELECT 1'),
     // Namespace-scoped, so a namespace that does not exist (every workflow start would fail) reads as down.
     temporal: () => workflows.checkNamespace(),
   };
+  const names = Object.keys(checks) as (keyof typeof checks)[];
+  return async () => {
+    const results = await Promise.allSettled(names.map((name) => within(CHECK_TIMEOUT_MS, checks[name]() as Promise<unknown>)));
+    return Object.fromEntries(
+      names.map((name, i) => {
+        const result = results[i];
+        return [name, result.status === 'fulfilled' ? { up: true } : { up: false, reason: causeOf(result.reason) }];
+      }),
+    ) as DependencyStatus;
+  };
+}
+
+/**
+ * GET /readyz: 200 when Redis, PostgreSQL and the Temporal namespace answer within CHECK_TIMEOUT_MS each; else
+ * 503 with Retry-After. Either way the body names each check up or down.
+ */
+export function readinessHandler(deps: AppDeps) {
+  const check = dependencyChecks(deps);
   return async function ready(ctx: Context): Promise<void> {
-    const names = Object.keys(checks);
-    const results = await Promise.allSettled(names.map((name) => within(CHECK_TIMEOUT_MS, checks[name]())));
-    const status = Object.fromEntries(names.map((name, i) => [name, results[i].status === 'fulfilled' ? 'up' : 'down']));
-    if (results.every((r) => r.status === 'fulfilled')) {
+    const results = Object.entries(await check());
+    const status = Object.fromEntries(results.map(([name, r]) => [name, r.up ? 'up' : 'down']));
+    if (results.every(([, r]) => r.up)) {
       ctx.body = { status: 'ready', checks: status };
     } else {
-      const reasons = Object.fromEntries(names.flatMap((name, i) => (results[i].status === 'rejected' ? [[name, causeOf((results[i] as PromiseRejectedResult).reason)]] : [])));
+      const reasons = Object.fromEntries(results.flatMap(([name, r]) => (r.up ? [] : [[name, r.reason]])));
       reply(ctx, 'SERVICE_UNAVAILABLE', { checks: status, reasons });
     }
   };
