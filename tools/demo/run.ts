@@ -3,12 +3,12 @@
  * processes, lets a crowd of buyers with real signed JWTs press "buy" at the sale's start, pays a share of
  * the accepted orders (half through the payment route, which takes payments from the 202 on, half through
  * the `paid` signal, whose buyer is offered the checkout once the order is stored; every checkout closes at the
- * deadline the 202 showed, so an order stored after it is not paid by signal), lets the rest expire, sends a second wave of new buyers for the units that came back
- * (and pays all of those through the route), then audits every store and writes a report (JSON and Markdown)
- * under reports/. The report also charges wave 1's drain to Temporal, the worker and PostgreSQL (CPU ms per
- * order, from /proc) beside the drain bench's minimal-workflow baseline, and shows the worker's workflow task
- * latencies (Core's metrics), the workflow task timeouts and failures in every order's history, and how long
- * payments took to be answered.
+ * deadline the 202 showed, so an order stored after it is not paid by signal), lets the rest expire, sends a
+ * second wave of new buyers for the units that came back (and pays all of those through the route), then
+ * audits every store and writes a report (JSON and Markdown) under reports/. The report also charges wave 1's
+ * drain to Temporal, the worker and PostgreSQL (CPU ms per order, from /proc) beside the drain bench's
+ * minimal-workflow baseline, and shows the worker's workflow task latencies (Core's metrics), the workflow task
+ * timeouts and failures in every order's history, and how long payments took to be answered.
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -166,9 +166,8 @@ export interface PaymentTally {
   /** The payment route's definitive answers by code: PAID, PAYMENT_WINDOW_CLOSED (late), or another refusal. */
   route: Record<string, number>;
   /**
-   * Signals delivered (or sent to a workflow that had ended), by what the workflow made of them: paid; refused
-   * because the workflow handled them after the deadline (sent late, or queued behind the backlog); refused
-   * because the workflow first ran (stored the order) after the deadline.
+   * Signals delivered (or sent to a workflow that had ended), by what the workflow made of them: paid, or
+   * refused because the workflow handled them after the deadline (sent just before it, or queued behind a backlog).
    */
   signal: { paid: number; handledAfterDeadline: number };
   /**
@@ -272,9 +271,8 @@ export interface ServerFigures {
   cpuMsByService: Record<string, number>;
 }
 
-/** A reading of the real server's counters, and the processes they were read from. */
-interface ServerReading extends Omit<ServerFigures, 'actions'> {
-  actions: number;
+/** A reading of the real server's counters so far, and the processes they were read from. */
+interface ServerReading extends ServerFigures {
   pids: Record<string, number>;
 }
 
