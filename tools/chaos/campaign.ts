@@ -308,6 +308,12 @@ async function inject(fault: PlannedFault, fleet: Fleet, clients: Clients, layou
     const child = children[fault.target];
     if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill('SIGKILL');
   };
+  // A service stopped through services.sh (`stop NAME [MODE]`) for forMs, then started again by `up`.
+  const outage = async (...stop: string[]) => {
+    await services('stop', ...stop);
+    await sleep(fault.forMs);
+    await services('up');
+  };
   switch (fault.kind) {
     case 'api-kill':
       await kill(`api-${fault.target}`, fleet.apis);
@@ -367,21 +373,12 @@ async function inject(fault: PlannedFault, fleet: Fleet, clients: Clients, layou
       await sleep(fault.forMs);
       return rebuild(clients, layout.saleId);
     case 'kafka-stop':
-      await services('stop', 'kafka');
-      await sleep(fault.forMs);
-      await services('up');
-      return;
+      return outage('kafka');
     case 'postgres-restart-fast':
     case 'postgres-restart-immediate':
-      await services('stop', 'postgres', fault.kind === 'postgres-restart-fast' ? 'fast' : 'immediate');
-      await sleep(fault.forMs);
-      await services('up');
-      return;
+      return outage('postgres', fault.kind === 'postgres-restart-fast' ? 'fast' : 'immediate');
     case 'temporal-restart':
-      await services('stop', 'temporal');
-      await sleep(fault.forMs);
-      await services('up');
-      return;
+      return outage('temporal');
     case 'temporal-history-kill':
       await onStack(async () => {
         const pid = livePid('temporal-server/history.pid', 'server');
@@ -392,10 +389,7 @@ async function inject(fault: PlannedFault, fleet: Fleet, clients: Clients, layou
       await services('up');
       return;
     case 'temporal-frontend-restart':
-      await services('stop', 'temporal-frontend');
-      await sleep(fault.forMs);
-      await services('up');
-      return;
+      return outage('temporal-frontend');
     case 'temporal-freeze':
       fleet.relay.freeze();
       await sleep(fault.forMs);
