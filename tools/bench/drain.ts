@@ -35,7 +35,7 @@ import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
-import { realServerMetrics, realServerPort, stackPid, temporalPids, treesCpuMs } from '../shared/procCpu';
+import { onRealServer, realServerMetrics, realServerPort, stackPid, temporalPids, treesCpuMs } from '../shared/procCpu';
 import { counter } from '../shared/promText';
 import { appendResult } from '../shared/benchResults';
 import { shardPlacer } from '../../src/reservation/placement';
@@ -206,7 +206,7 @@ async function rig(temporalPort: string | undefined, workerEnv: Record<string, s
     temporal: temporalPids(env),
     worker: worker.process.pid as number,
     metrics: `http://127.0.0.1:${metricsPort}/metrics`,
-    serverMetrics: temporalPort !== undefined && temporalPort === realServerPort() ? realServerMetrics() : [],
+    serverMetrics: onRealServer(temporalPort) ? realServerMetrics() : [],
   };
   return { taskQueue, baselineQueue, env, pool, redis, store: new ReservationStore(redis, new SaleLayouts(pool)), temporal, target, logDir, close };
 }

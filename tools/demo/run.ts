@@ -24,7 +24,7 @@ import { latestResult } from '../shared/benchResults';
 import { loadConfig, type Config } from '../../src/config';
 import { createPool } from '../../src/db';
 import { createKafka } from '../../src/kafka';
-import { MACHINE_PARTS, machineCpu, realServerMetrics, realServerPids, realServerPort, treesCpuMs, type MachineCpu } from '../shared/procCpu';
+import { MACHINE_PARTS, machineCpu, onRealServer, realServerMetrics, realServerPids, treesCpuMs, type MachineCpu } from '../shared/procCpu';
 import { bucketQuantile, countAbove, counter, counterBy, histogram } from '../shared/promText';
 import { ReservationStore } from '../../src/reservation/store';
 import { createRedis } from '../../src/reservation/client';
@@ -276,15 +276,12 @@ interface ServerReading extends ServerFigures {
   pids: Record<string, number>;
 }
 
-/** @returns whether the run's Temporal is the real server `services.sh up --temporal-server` made */
-const onRealServer = (config: Config) => String(config.TEMPORAL_PORT) === realServerPort();
-
 /**
  * @returns the real server's counters so far, summed over its services; undefined when the run is on the dev server
  * @throws when a service's metrics endpoint does not answer
  */
 async function serverCounters(config: Config): Promise<ServerReading | undefined> {
-  if (!onRealServer(config)) return undefined;
+  if (!onRealServer(config.TEMPORAL_PORT)) return undefined;
   const texts = await Promise.all(realServerMetrics().map(async (url) => (await fetch(url)).text()));
   // The server's metrics name the namespace with Prometheus' characters only.
   const namespace = config.TEMPORAL_NAMESPACE.replace(/[^a-zA-Z0-9_]/g, '_');
@@ -802,7 +799,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       options: plainOptions,
       machine: { cores: cpus().length, node: process.version },
       processes,
-      temporal: onRealServer(config) ? 'real server (frontend, history, matching, worker on PostgreSQL)' : 'dev server',
+      temporal: onRealServer(config.TEMPORAL_PORT) ? 'real server (frontend, history, matching, worker on PostgreSQL)' : 'dev server',
       waves: [wave1Summary, wave2Summary],
       msFromStartToLastStarted: wave1LastStartedMs,
       stagesMs: { setup: saleStartMs - runStartMs, sale: settledMs - saleStartMs, checks: Date.now() - settledMs },

@@ -97,13 +97,18 @@ export function realServerPids(): Record<(typeof SERVER_SERVICES)[number], numbe
   return Object.fromEntries(SERVER_SERVICES.map((service) => [service, stackPid(`temporal-server/${service}.pid`)])) as Record<(typeof SERVER_SERVICES)[number], number>;
 }
 
+/** @returns whether a TEMPORAL_PORT names the real server's frontend (services.sh up --temporal-server made it) */
+export function onRealServer(temporalPort: string | number | undefined): boolean {
+  const serverPort = realServerPort();
+  return serverPort !== undefined && temporalPort !== undefined && String(temporalPort) === serverPort;
+}
+
 /**
  * @returns the pids of the Temporal the run uses: the real server's four services when TEMPORAL_PORT names its
  *   frontend, else the dev server
  */
 export function temporalPids(env: NodeJS.ProcessEnv = process.env): number[] {
-  const serverPort = realServerPort();
-  if (serverPort !== undefined && env.TEMPORAL_PORT === serverPort) return Object.values(realServerPids());
+  if (onRealServer(env.TEMPORAL_PORT)) return Object.values(realServerPids());
   return [stackPid('temporal/temporal.pid')];
 }
 
