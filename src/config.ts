@@ -200,6 +200,22 @@ const fields = z.object({
   WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   WORKER_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
 
+  /**
+   * Traces (OpenTelemetry, src/tracing.ts), by its standard variables. OTEL_TRACES_EXPORTER: none (the default:
+   * no tracer is installed), otlp (OTLP over HTTP to OTEL_EXPORTER_OTLP_ENDPOINT or
+   * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, which the exporter reads itself), or jsonl, ours: one JSON line per span
+   * appended to OTEL_TRACES_FILE, for `npm run trace` where no collector runs.
+   */
+  OTEL_TRACES_EXPORTER: z.enum(['none', 'otlp', 'jsonl']).default('none'),
+  OTEL_TRACES_FILE: z.string().min(1).default('traces.jsonl'),
+  /** service.name of this process' spans; the default is the process' role (flash-sale-api, -worker, -starter). */
+  OTEL_SERVICE_NAME: z.string().min(1).optional(),
+  /** The SDK's samplers (it reads these two itself); the default samples every trace a parent does not decide. */
+  OTEL_TRACES_SAMPLER: z
+    .enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'])
+    .default('parentbased_always_on'),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
+
   API_HOST: z.string().min(1).default('127.0.0.1'),
   // 0 asks the OS for a free port (tests, benchmarks); startApi reports the one it got.
   API_PORT: z.coerce.number().int().min(0).max(65535).default(3000),

@@ -3,7 +3,8 @@
  * workflows (workflow id = orderId). Every call carries a gRPC deadline (TEMPORAL_CALL_TIMEOUT_MS): a Temporal
  * that stops answering without closing the connection must not hold a caller for minutes.
  */
-import { Client, Connection, type ConnectionLike, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
+import { Client, type ClientInterceptors, Connection, type ConnectionLike, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { temporal } from '@temporalio/proto';
 import type { Config } from './config';
 import { temporalConnection } from './connections';
@@ -13,7 +14,15 @@ import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, UserIdKey } from './w
 /** Connects to the configured Temporal frontend. @throws when it is unreachable */
 export async function connectTemporal(config: Config): Promise<Client> {
   const connection = await Connection.connect(temporalConnection(config));
-  return new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  return new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, interceptors: clientInterceptors(config) });
+}
+
+/**
+ * With tracing on (src/tracing.ts), Temporal's OpenTelemetry interceptor: a start, signal or update runs in a
+ * span of its own and carries the active context to the workflow in its headers.
+ */
+function clientInterceptors(config: Pick<Config, 'OTEL_TRACES_EXPORTER'>): ClientInterceptors {
+  return config.OTEL_TRACES_EXPORTER === 'none' ? {} : { workflow: [new OpenTelemetryWorkflowClientInterceptor()] };
 }
 
 /**
@@ -70,7 +79,7 @@ export class OrderWorkflows {
    * workflow task of each goes straight to that worker, without a trip through matching.
    */
   static onWorker(connection: ConnectionLike, config: Config): OrderWorkflows {
-    return new OrderWorkflows(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config, true);
+    return new OrderWorkflows(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, interceptors: clientInterceptors(config) }), config, true);
   }
 
   private call<T>(work: () => Promise<T>): Promise<T> {

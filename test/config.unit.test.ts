@@ -149,3 +149,9 @@ test("PGSSLMODE and DATABASE_URL's parameters mean what they mean to libpq; the 
   expect(refusal({ DATABASE_URL: `postgres://db/x?sslmode=verify-full&sslrootcert=${join(dir, 'nowhere.pem')}` })).toContain('DATABASE_URL: sslrootcert: no readable file');
   expect(refusal({ DATABASE_URL: `postgres://db/x?sslmode=require&sslcert=${cert}` })).toContain('DATABASE_URL: sslcert and sslkey go together');
 });
+
+test('tracing settings outside what the SDK knows are refused, one line each', () => {
+  const lines = refusal({ OTEL_TRACES_EXPORTER: 'zipkin', OTEL_TRACES_SAMPLER: 'sometimes', OTEL_TRACES_SAMPLER_ARG: '2' }).split('\n').slice(1);
+  expect(lines).toEqual([expect.stringMatching(/^ {2}OTEL_TRACES_EXPORTER: .*zipkin/), expect.stringMatching(/^ {2}OTEL_TRACES_SAMPLER: .*sometimes/), expect.stringMatching(/^ {2}OTEL_TRACES_SAMPLER_ARG: .*<=1/)]);
+  expect(loadConfig({ OTEL_TRACES_EXPORTER: 'jsonl', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' })).toMatchObject({ OTEL_TRACES_EXPORTER: 'jsonl', OTEL_TRACES_SAMPLER_ARG: 0.01 });
+});

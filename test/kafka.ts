@@ -28,6 +28,8 @@ export interface EventTap {
   collect(orderIds: Iterable<string>, options?: CollectOptions): Promise<OrderEvent[]>;
   /** As collect, for the events that match (e.g. every event of one sale). */
   collectWhere(match: (event: OrderEvent) => boolean, options?: CollectOptions): Promise<OrderEvent[]>;
+  /** @returns the headers of the first message carrying the event (as strings), or undefined before it is read */
+  headersOf(eventId: string): Record<string, string> | undefined;
   /** Disconnects the consumer and admin client and deletes the tap's consumer group. */
   close(): Promise<void>;
 }
@@ -56,6 +58,7 @@ export async function openEventTap(config: Config): Promise<EventTap> {
   // Next offset to read per partition, advanced as messages arrive.
   const position = new Map(start);
   const events: OrderEvent[] = [];
+  const headers = new Map<string, Record<string, string>>();
   const consumer: Consumer = kafka.consumer({ groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 100 });
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: false });
@@ -69,7 +72,9 @@ export async function openEventTap(config: Config): Promise<EventTap> {
       delivered.add(at);
       if (message.value) {
         try {
-          events.push(JSON.parse(message.value.toString('utf8')) as OrderEvent);
+          const event = JSON.parse(message.value.toString('utf8')) as OrderEvent;
+          events.push(event);
+          if (!headers.has(event.eventId)) headers.set(event.eventId, Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)])));
         } catch {
           // Not one of ours; the position still advances.
         }
@@ -97,6 +102,7 @@ export async function openEventTap(config: Config): Promise<EventTap> {
       return collectWhere((e) => wanted.has(e.orderId), options);
     },
     collectWhere,
+    headersOf: (eventId) => headers.get(eventId),
     async close() {
       await consumer.disconnect().catch(() => undefined);
       await admin.deleteGroups([groupId]).catch(() => undefined);

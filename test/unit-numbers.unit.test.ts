@@ -1,9 +1,10 @@
 /**
  * Unit numbers, pure logic (src/reservation/layout.ts shardUnits, src/reservation/formats.ts): an item's shards
  * hold its units 1..quantity, each once, as many as shardQuantity says; a reservation value and a start queue
- * entry carry the unit and read back exactly; an entry whose terms name no unit is refused (it cannot be placed).
+ * entry carry the unit and read back exactly (with its traceparent, tracing on); an entry whose terms name no
+ * unit is refused (it cannot be placed).
  */
-import { entryFields, InvalidEntry, parseEntryFields, parseReservation, reservationTerms, reservationValue } from '../src/reservation/formats';
+import { entryFields, entryTraceParent, InvalidEntry, parseEntryFields, parseReservation, reservationTerms, reservationValue } from '../src/reservation/formats';
 import { shardQuantity, shardUnits } from '../src/reservation/layout';
 import type { OrderInput } from '../src/order/types';
 
@@ -33,4 +34,12 @@ test('a start queue entry as a reserving script writes it (fields, then the valu
   const written = [...entryFields(order), `${reservationTerms(order)}|3`];
   expect(parseEntryFields(1, '1-0', written)).toEqual({ ...order, unit: 3 });
   expect(() => parseEntryFields(1, '1-0', [...entryFields(order), reservationTerms(order)])).toThrow(InvalidEntry);
+});
+
+test("with tracing on, an entry carries the reservation's traceparent first, and reads back the same order", () => {
+  const traceParent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+  const written = [...entryFields(order, traceParent), `${reservationTerms(order)}|3`];
+  expect(entryTraceParent(written)).toBe(traceParent);
+  expect(parseEntryFields(1, '1-0', written)).toEqual({ ...order, unit: 3 });
+  expect(entryTraceParent([...entryFields(order), `${reservationTerms(order)}|3`])).toBeUndefined();
 });

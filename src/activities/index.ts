@@ -14,6 +14,7 @@ import type { EventPublisher } from '../order/publisher';
 import type { Orders } from '../order/store';
 import type { OrderInput, Outcome, PayResult, Payment } from '../order/types';
 import type { ReservationStore } from '../reservation/store';
+import { activeTraceParent } from '../tracing';
 
 export interface ActivityDeps {
   orders: Orders;
@@ -43,11 +44,12 @@ export function createActivities({ orders, events, reservations }: ActivityDeps)
 
   return {
     /**
-     * Places the order (Orders.place: PENDING holding its unit, I1, I3; or REJECTED), then publishes
-     * OrderPlaced. A retry, or a row the payment route stored first, returns the stored status.
+     * Places the order (Orders.place: PENDING holding its unit, I1, I3; or REJECTED), with this activity's
+     * span as its traceparent when tracing is on, then publishes OrderPlaced. A retry, or a row the payment
+     * route stored first, returns the stored status.
      */
     async placeOrder(order: OrderInput): Promise<Settled> {
-      const placed = await classified(() => orders.place(order));
+      const placed = await classified(() => orders.place(order, activeTraceParent()));
       await events.publish(event('OrderPlaced', order));
       return placed;
     },

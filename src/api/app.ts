@@ -19,6 +19,7 @@ import { devPaymentHandler, getOrderHandler, paymentHandler, paymentMetrics } fr
 import { purchaseHandler, purchaseMetrics, soldOutAnswer } from './routes/purchase';
 import { RateLimits, replyRateLimited } from './rateLimits';
 import { SaleGates } from './saleGate';
+import { traceRequests } from './tracing';
 import { devTokenHandler, saleAssetHandler, salePageHandler, saleViewHandler, serverTimeHandler } from './routes/saleView';
 
 
@@ -134,6 +135,7 @@ export async function createApp(deps: AppDeps): Promise<Koa> {
 
   // The stampede's sold-out answers, before any async layer and the router's dispatch.
   app.use(soldOutAnswer(deps));
+  if (deps.config.OTEL_TRACES_EXPORTER !== 'none') app.use(traceRequests());
   app.use(errorsAsJson(replyToError));
   app.use(router.routes());
   app.use(router.allowedMethods());

@@ -24,6 +24,7 @@ import { dependencyChecks } from './routes/ops';
 import { SoldOutFlags } from './soldOut';
 import { createStarter } from '../starter/starter';
 import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
+import { startTracing } from '../tracing';
 
 const DRAIN_MS = 10_000;
 /** Connections the kernel holds for the API before it accepts them (listen backlog). */
@@ -170,6 +171,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'api');
   if (config.API_PROCESSES > 1 && cluster.isPrimary) return runProcesses(config, log);
+  const tracing = startTracing(config, 'api');
   const api = await startApi(config, log);
   let stopping = false;
   // Ctrl-C reaches every process of the group, and the primary of API_PROCESSES passes it on too: drain once.
@@ -177,7 +179,10 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info('shutting down: draining in-flight requests');
-    void api.close().then(() => process.exit(0));
+    void api
+      .close()
+      .then(() => tracing?.shutdown())
+      .then(() => process.exit(0));
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

@@ -1,9 +1,12 @@
 /**
  * Order events on Kafka (kafkajs): topic flash-sale-orders, key = itemId for per-item ordering, acks from all
- * in-sync replicas, retries. Duplicates are harmless because every event carries its eventId (I5).
+ * in-sync replicas, retries. Duplicates are harmless because every event carries its eventId (I5). With tracing
+ * on, a message's headers carry its publish span's W3C traceparent.
  */
+import { context, propagation, SpanKind, SpanStatusCode, trace as otelTrace } from '@opentelemetry/api';
 import { Partitioners, type Kafka, type Producer } from 'kafkajs';
 import { UNTIL_ANSWERED } from '../kafka';
+import { ATTR, tracer } from '../tracing';
 import type { OrderEvent } from './events';
 
 /** Most events in one produce request: a few hundred bytes each, far below the broker's 1 MB request limit. */
@@ -11,6 +14,8 @@ const MAX_EVENTS_PER_REQUEST = 500;
 
 interface Waiting {
   event: OrderEvent;
+  /** The W3C trace context of the event's publish span (empty with tracing off), as message headers. */
+  trace: Record<string, string>;
   resolve(): void;
   reject(err: unknown): void;
 }
@@ -77,7 +82,7 @@ export class EventPublisher {
     const sends = events.map((event) => {
       const onItsWay = this.sending.get(event.eventId);
       if (onItsWay) return onItsWay;
-      const send = new Promise<void>((resolve, reject) => this.waiting.push({ event, resolve, reject }));
+      const send = new Promise<void>((resolve, reject) => this.waiting.push({ event, ...this.traced(event, resolve, reject) }));
       this.sending.set(event.eventId, send);
       const forget = () => this.sending.delete(event.eventId);
       send.then(forget, forget);
@@ -85,6 +90,30 @@ export class EventPublisher {
     });
     this.sendWaiting();
     return Promise.all(sends).then(() => undefined);
+  }
+
+  /**
+   * A PRODUCER span for the event, the child of the caller's (the activity's, with tracing on), from its wait to
+   * the broker's answer; its context goes in the message's headers, so a consumer can join the order's trace.
+   */
+  private traced(event: OrderEvent, resolve: () => void, reject: (err: unknown) => void): Omit<Waiting, 'event'> {
+    const span = tracer.startSpan(`publish ${this.topic}`, {
+      kind: SpanKind.PRODUCER,
+      attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'publish', 'messaging.destination.name': this.topic, 'messaging.message.id': event.eventId, [ATTR.orderId]: event.orderId },
+    });
+    const trace: Record<string, string> = {};
+    propagation.inject(otelTrace.setSpan(context.active(), span), trace);
+    return {
+      trace,
+      resolve() {
+        span.end();
+        resolve();
+      },
+      reject(err) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message }).end();
+        reject(err);
+      },
+    };
   }
 
   /** Sends what waits, once no request is in flight, then what waited meanwhile. */
@@ -96,7 +125,7 @@ export class EventPublisher {
       .send({
         topic: this.topic,
         acks: -1,
-        messages: batch.map(({ event }) => ({ key: String(event.itemId), value: JSON.stringify(event), headers: { eventId: event.eventId, type: event.type } })),
+        messages: batch.map(({ event, trace }) => ({ key: String(event.itemId), value: JSON.stringify(event), headers: { eventId: event.eventId, type: event.type, ...trace } })),
       })
       .then(
         () => batch.forEach((w) => w.resolve()),

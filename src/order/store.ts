@@ -87,24 +87,25 @@ export class Orders {
    * its unit or the unit is none of the item's (Redis drifted), REJECTED (ALREADY_PURCHASED) when the buyer holds
    * another live order in the sale; a refused order is stored without a unit. A retry, or a row the payment route
    * stored first (PAID), returns what is stored and changes nothing.
+   * @param traceParent the span placing it (tracing on), kept in the row for the payment's span to link to
    * @throws pg constraint errors (23xxx, 22xxx) for an order PostgreSQL cannot store at all
    */
-  async place(order: OrderInput): Promise<Outcome> {
+  async place(order: OrderInput, traceParent?: string): Promise<Outcome> {
     const values = [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order)), order.stockShard ?? 0];
     try {
       await this.pool.query(
-        `INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at, stock_shard, unit, item_quantity)
-         VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $7, $8, $9, (SELECT quantity FROM items WHERE id = $3)) ON CONFLICT (id) DO NOTHING`,
-        [...values, order.unit],
+        `INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at, stock_shard, unit, item_quantity, trace_parent)
+         VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $7, $8, $9, (SELECT quantity FROM items WHERE id = $3), $10) ON CONFLICT (id) DO NOTHING`,
+        [...values, order.unit, traceParent ?? null],
       );
     } catch (err) {
       const reason = refusal(err);
       if (!reason) throw err;
       // The insert wrote nothing: the order is stored refused.
       await this.pool.query(
-        `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at, stock_shard)
-         VALUES ($1, $2, $3, $4, 'REJECTED', $9, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
-        [...values, reason],
+        `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at, stock_shard, trace_parent)
+         VALUES ($1, $2, $3, $4, 'REJECTED', $9, $5, $6, $7, $8, $10) ON CONFLICT (id) DO NOTHING`,
+        [...values, reason, traceParent ?? null],
       );
     }
     return this.storedOutcome(order.orderId);
@@ -194,6 +195,15 @@ export class Orders {
     if (!held) return undefined;
     const { orderId: id, saleId, itemId, userId, priceMinor } = held;
     return { orderId: id, saleId, itemId, userId, status: 'PENDING', priceMinor, paymentDeadline: new Date(paymentDeadlineMs(held)).toISOString() };
+  }
+
+  /**
+   * @returns the traceparent of the span that stored the order (place, tracing on), or undefined: none stored,
+   *   or no such row. One more read, made only with tracing on, for the payment's span to link to.
+   */
+  async traceParentOf(orderId: string): Promise<string | undefined> {
+    const res = await this.pool.query<{ traceParent: string | null }>('SELECT trace_parent AS "traceParent" FROM orders WHERE id = $1', [orderId]);
+    return res.rows[0]?.traceParent ?? undefined;
   }
 
   /** @returns the order's terms from its reservation in its sale (which its id carries), or undefined */

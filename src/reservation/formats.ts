@@ -48,10 +48,11 @@ export function parseReservation(saleId: number, stockShard: number, orderId: st
  * @returns a start queue entry's field/value list (XADD's arguments after the id) without its last value: the
  *   order id, and the field of its terms, whose value the reserving script writes (the reservation value, with
  *   the unit it took). Two fields, not one per term: every field is one more argument of every script that
- *   reserves, which the shards bench measured at about a third of a reservation's cost with six.
+ *   reserves, which the shards bench measured at about a third of a reservation's cost with six. With tracing on,
+ *   a third field first: the W3C traceparent of the reservation's span (src/tracing.ts).
  */
-export function entryFields(o: Pick<OrderInput, 'orderId'>): string[] {
-  return ['orderId', o.orderId, 'terms'];
+export function entryFields(o: Pick<OrderInput, 'orderId'>, traceParent?: string): string[] {
+  return traceParent ? ['traceparent', traceParent, 'orderId', o.orderId, 'terms'] : ['orderId', o.orderId, 'terms'];
 }
 
 /** Thrown for an entry without the fields entryFields writes: nothing can start it (the starter sets it aside). */
@@ -74,6 +75,11 @@ export function parseEntryFields(saleId: number, entryId: string, fields: string
     throw new InvalidEntry(`start queue entry ${entryId} of sale ${saleId} is not an order (bad terms)`);
   }
   return { orderId, saleId, itemId, userId, reservedAtMs, priceMinor, paymentWindowMs, unit };
+}
+
+/** @returns the traceparent a start queue entry carries (entryFields writes it first), or undefined */
+export function entryTraceParent(fields: string[] | null): string | undefined {
+  return fields?.[0] === 'traceparent' ? fields[1] : undefined;
 }
 
 /** A claim member: `orderId|itemId|userId`. */

@@ -11,17 +11,21 @@
 import type Redis from 'ioredis';
 import type { Cluster } from 'ioredis';
 import type { OrderInput } from '../order/types';
-import { parseEntryFields } from './formats';
+import { entryTraceParent, parseEntryFields } from './formats';
 import { shardKeys } from './layout';
 import type { LayoutSource } from './layout';
 
 /** The consumer group every starter reads through. */
 export const STARTER_GROUP = 'starters';
 
-/** One entry of a start queue: the entry id (`<ms>-<seq>`, Redis' clock, after `<k>/` on shard k) and the order it accepted. */
+/**
+ * One entry of a start queue: the entry id (`<ms>-<seq>`, Redis' clock, after `<k>/` on shard k), the order it
+ * accepted, and with tracing on the traceparent of the reservation's span.
+ */
 export interface QueuedOrder {
   entryId: string;
   order: OrderInput;
+  traceParent?: string;
 }
 
 /** A stream entry as Redis returns it (its id after `<k>/` on shard k): id and flat field/value list. */
@@ -38,7 +42,8 @@ const tagged = (shard: number, entries: RawEntry[]): RawEntry[] => entries.map((
 
 /** @throws InvalidEntry (formats.ts) when a field of the entry is missing or a number is not one */
 export function parseEntry(saleId: number, [entryId, fields]: RawEntry): QueuedOrder {
-  return { entryId, order: { ...parseEntryFields(saleId, entryId, fields), stockShard: splitId(entryId).shard } };
+  const traceParent = entryTraceParent(fields);
+  return { entryId, order: { ...parseEntryFields(saleId, entryId, fields), stockShard: splitId(entryId).shard }, ...(traceParent && { traceParent }) };
 }
 
 const isNoGroup = (err: unknown) => err instanceof Error && err.message.startsWith('NOGROUP');

@@ -82,9 +82,10 @@ export class ReservationStore extends ReservationView {
    * - SOLD_OUT only when every stock shard of the item was empty at one moment during the call.
    * - With replication asked, RESERVED only once that many replicas of each node that wrote the reservation and
    *   the buyer's entry hold them, else NOT_REPLICATED (the order exists, its workflow starts, and it ends).
+   * @param traceParent the W3C traceparent the queue entry carries to the starter (tracing on), or none
    * @throws ioredis errors when Redis stays unreachable; after a claim, a failure leaves it to claim repair
    */
-  async reserve(order: OrderInput): Promise<ReserveOutcome> {
+  async reserve(order: OrderInput, traceParent?: string): Promise<ReserveOutcome> {
     const layout = await this.layouts.get(order.saleId);
     const shards = itemShardCount(layout, order.itemId);
     const home = homeShard(layout, order.userId);
@@ -102,7 +103,7 @@ export class ReservationStore extends ReservationView {
           order.orderId,
           reservationTerms(order),
           order.userId,
-          ...entryFields(order),
+          ...entryFields(order, traceParent),
         ),
       );
       switch (reply[0]) {
@@ -114,7 +115,7 @@ export class ReservationStore extends ReservationView {
           if (shards === 1) return { kind: reply[0] };
       }
     }
-    return this.reserveElsewhere(layout, order, home, shards);
+    return this.reserveElsewhere(layout, order, home, shards, traceParent);
   }
 
   /**
@@ -124,7 +125,7 @@ export class ReservationStore extends ReservationView {
    * moment, between the pass and this reading, at which the item had no unit anywhere: SOLD_OUT. Otherwise the
    * buyer goes round again, at most MAX_PASSES times.
    */
-  private async reserveElsewhere(layout: SaleLayout, order: OrderInput, home: number, shards: number): Promise<ReserveOutcome> {
+  private async reserveElsewhere(layout: SaleLayout, order: OrderInput, home: number, shards: number, traceParent: string | undefined): Promise<ReserveOutcome> {
     const homeKeys = shardKeys(tagOf(layout, home));
     const member = claimMember(order);
     const claimed = await idempotent(() => this.redis.claim(homeKeys.buyers, homeKeys.claims, homeKeys.loaded, order.userId, order.orderId, member));
@@ -136,7 +137,7 @@ export class ReservationStore extends ReservationView {
       const emptyAt = new Map<number, number>();
       let notLoaded = false;
       for (const k of shardsFrom((home + 1) % shards, shards)) {
-        const look = await this.take(layout, order, k, claimedAtMs);
+        const look = await this.take(layout, order, k, claimedAtMs, traceParent);
         if ('reserved' in look) {
           // Settling the claim is housekeeping: failed, claim repair settles it; the buyer holds the unit either way.
           await idempotent(() => this.redis.zrem(homeKeys.claims, member)).catch(() => undefined);
@@ -165,7 +166,7 @@ export class ReservationStore extends ReservationView {
     return { kind: 'UNDECIDED' };
   }
 
-  private async take(layout: SaleLayout, order: OrderInput, k: number, claimedAtMs: number): Promise<Look> {
+  private async take(layout: SaleLayout, order: OrderInput, k: number, claimedAtMs: number, traceParent: string | undefined): Promise<Look> {
     const keys = shardKeys(tagOf(layout, k));
     const reply = await idempotent(() =>
       this.redis.take(
@@ -179,7 +180,7 @@ export class ReservationStore extends ReservationView {
         reservationTerms(order),
         String(claimedAtMs),
         String(this.claimLeaseMs),
-        ...entryFields(order),
+        ...entryFields(order, traceParent),
       ),
     );
     switch (reply[0]) {

@@ -13,11 +13,13 @@ import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
 import { OrderWorkflows } from '../temporal';
 import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
+import { startTracing } from '../tracing';
 import { createStarter } from './starter';
 
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'starter');
+  const tracing = startTracing(config, 'starter');
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
   const redis = createRedis(config);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
@@ -34,6 +36,7 @@ async function main(): Promise<void> {
     void starter
       .stop()
       .then(() => Promise.allSettled([redis.quit(), pool.end(), workflows.close()]))
+      .then(() => tracing?.shutdown())
       .then(() => process.exit(0));
   };
   process.once('SIGINT', stop);

@@ -25,6 +25,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Pool } from 'pg';
+import { context } from '@opentelemetry/api';
 import type { Config } from '../config';
 import type { OrderInput } from '../order/types';
 import type { Logger } from '../logger';
@@ -34,6 +35,7 @@ import type { ReservationStore } from '../reservation/store';
 import { InvalidEntry } from '../reservation/formats';
 import { parseEntry, StartQueue, type QueuedOrder, type RawEntry } from '../reservation/startQueue';
 import type { OrderWorkflows } from '../temporal';
+import { ATTR, contextOf, inSpan } from '../tracing';
 import { ClaimSweep } from './claimSweep';
 import { AcceptanceGate, BacklogGate, type StartGate } from './gates';
 import { RecentSales } from './recentSales';
@@ -49,7 +51,7 @@ export interface StarterDeps {
    */
   repairClaims(saleId: number, olderThanMs: number): Promise<{ settled: number; undone: number }>;
   /** Starts the order's workflow; 'already-started' when its id exists. */
-  start(order: OrderInput): Promise<'started' | 'already-started'>;
+  start(order: OrderInput, traceParent?: string): Promise<'started' | 'already-started'>;
   /** The sales whose queues may hold entries (cached by the caller). */
   saleIds(): Promise<readonly number[]>;
   /** Asked in turn before each read: how long starts wait, how many may go (src/starter/gates.ts). */
@@ -320,7 +322,7 @@ export class Starter {
     for (const gate of this.deps.gates) gate.started?.();
     this.held.add(entry.entryId);
     const task = this.deps
-      .start(entry.order)
+      .start(entry.order, entry.traceParent)
       .then(
         async (result) => {
           this.backoffMs = 0;
@@ -369,7 +371,14 @@ export function createStarter(
   return new Starter({
     queue: new StartQueue(clients.redis, clients.store.layouts),
     repairClaims: (saleId, olderThanMs) => repairClaims(clients.redis, clients.store.layouts, saleId, olderThanMs),
-    start: (order) => clients.workflows.start(order),
+    // The start joins the buyer's trace through its entry's traceparent: a span for the wait and the call, whose
+    // child (the Temporal client's) carries the context on to the workflow.
+    start: (order, traceParent) =>
+      context.with(contextOf(traceParent), () =>
+        inSpan('start order', { attributes: { [ATTR.orderId]: order.orderId, [ATTR.saleId]: order.saleId, [ATTR.queueWaitMs]: Date.now() - order.reservedAtMs } }, () =>
+          clients.workflows.start(order),
+        ),
+      ),
     saleIds: () => recentSales.ids(),
     gates: [
       new AcceptanceGate(config.STARTER_YIELD_ABOVE_PER_S, clients.log),

@@ -5,7 +5,8 @@
  */
 import { once } from 'node:events';
 import type { Pool } from 'pg';
-import { NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata, type Logger as TemporalLogger } from '@temporalio/worker';
+import { makeWorkflowExporter, OpenTelemetryActivityInboundInterceptor, OpenTelemetryActivityOutboundInterceptor } from '@temporalio/interceptors-opentelemetry';
+import { NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata, type Logger as TemporalLogger, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { loadConfig, type Config } from '../config';
 import { temporalConnection } from '../connections';
@@ -21,6 +22,7 @@ import { SaleLayouts } from '../reservation/layout';
 import { causeOf, checkAtStart, reachTemporal } from '../startup';
 import { createStarter } from '../starter/starter';
 import { OrderWorkflows } from '../temporal';
+import { startTracing, type Tracing } from '../tracing';
 
 /** A worker and the clients it owns; `shutdown` stops polling, waits for in-flight tasks, then closes them. */
 export interface RunningWorker {
@@ -32,6 +34,7 @@ export interface RunningWorker {
 /**
  * Creates and starts a worker.
  * @param log where an outage of PostgreSQL, Redis or Kafka at start is reported (the worker starts anyway)
+ * @param tracing this process' tracing (src/tracing.ts), when on: the bundle must then be the traced one
  * @throws DependencyError naming PostgreSQL, Redis or Kafka when one is wrongly configured (TLS,
  *   credentials), or Temporal when it is out of reach; the clients opened so far are closed
  */
@@ -39,6 +42,7 @@ export async function startWorker(
   config: Config,
   bundle: BundleOption,
   log: Logger = createLogger(config.LOG_LEVEL, 'worker'),
+  tracing?: Tracing,
 ): Promise<RunningWorker> {
   const pool = createPool(config);
   const redis = createRedis(config);
@@ -77,6 +81,7 @@ export async function startWorker(
     // and a task that times out there goes to the normal queue to be replayed from its history (more work in
     // the worst moment). A minute lets the worker take them in turn.
     stickyQueueScheduleToStartTimeout: '60 seconds',
+    ...(tracing && tracedWorker(tracing)),
   });
   const run = worker.run();
   const starter = config.STARTER_IN_WORKER ? startStarter(config, { connection, pool, store: reservations, log }) : undefined;
@@ -115,6 +120,20 @@ function startStarter(config: Config, clients: { connection: NativeConnection; p
       await starter.stop();
       await redis.quit().catch(() => undefined);
     },
+  };
+}
+
+/**
+ * What Temporal's OpenTelemetryPlugin adds to a worker, but its workflow interceptors, which a prebuilt bundle
+ * holds already (the plugin's would only draw the SDK's warning): an activity's span, the child of the span that
+ * scheduled it, and the sink the workflow's spans leave the sandbox through.
+ */
+function tracedWorker({ processor, resource }: Tracing): Pick<WorkerOptions, 'interceptors' | 'sinks'> {
+  return {
+    interceptors: {
+      activity: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })],
+    },
+    sinks: { exporter: makeWorkflowExporter(processor, resource) },
   };
 }
 
@@ -167,11 +186,15 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'worker');
   installWorkerRuntime(config, log);
-  const running = await startWorker(config, await workflowBundle(), log);
+  const tracing = startTracing(config, 'worker');
+  const running = await startWorker(config, await workflowBundle(tracing !== undefined), log, tracing);
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'worker running');
   const stop = () => {
     log.info('shutting down');
-    void running.shutdown().then(() => process.exit(0));
+    void running
+      .shutdown()
+      .then(() => tracing?.shutdown())
+      .then(() => process.exit(0));
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

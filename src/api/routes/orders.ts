@@ -7,12 +7,14 @@
  * POST /api/dev/orders/{orderId}/payment          development only (the sale page's "Pay"): the buyer pays their
  *      own order in full through the same path, with paymentId `dev-<orderId>`; not mounted in production.
  */
+import { trace } from '@opentelemetry/api';
 import type { Context, Next } from 'koa';
 import { z } from 'zod';
 import { isOrderId, PAYMENT_ID, type Payment } from '../../order/types';
 import type { BuyerState } from '../auth';
 import type { AppDeps } from '../deps';
 import { reply, type AnsweredState, type ErrorCode } from '../errors';
+import { ATTR, linkTo } from '../../tracing';
 
 const PaymentBody = z.object({ paymentId: z.string().regex(PAYMENT_ID, 'printable ASCII, 1-200 characters'), amount: z.number().int().min(0) }).strict();
 
@@ -59,9 +61,15 @@ export function devPaymentHandler(deps: AppDeps) {
   };
 }
 
-/** Orders.pay, answered: 200 PAID, or the refusal's code; a stored order's workflow is then signalled. */
-async function takePayment({ orders, workflows, log }: AppDeps, ctx: Context, orderId: string, payment: Payment): Promise<void> {
+/**
+ * Orders.pay, answered: 200 PAID, or the refusal's code; a stored order's workflow is then signalled. With tracing
+ * on, the request's span links to the span that stored the order.
+ */
+async function takePayment({ orders, workflows, log, config }: AppDeps, ctx: Context, orderId: string, payment: Payment): Promise<void> {
   const result = await orders.pay(orderId, payment);
+  // The payment comes in its own trace (the payment service's): its span links to the order's.
+  const link = config.OTEL_TRACES_EXPORTER !== 'none' && linkTo(await orders.traceParentOf(orderId));
+  if (link) trace.getActiveSpan()?.addLink(link).setAttribute(ATTR.orderId, orderId);
   if (!result) return reply(ctx, 'ORDER_NOT_FOUND');
   if ('error' in result) return reply(ctx, result.error, { orderId });
   log.info({ orderId, paymentId: payment.paymentId, stored: result.stored ?? false }, 'payment accepted');

@@ -18,6 +18,7 @@ import { hasBearerJwt } from '../auth';
 import type { AppDeps } from '../deps';
 import { reply, type AnsweredState, type ErrorCode } from '../errors';
 import { SALE_GATE_HEADER, type SaleGates } from '../saleGate';
+import { activeTraceParent, ATTR, inSpan } from '../../tracing';
 
 /** What the purchase middlewares leave for purchaseMetrics: the answer's code ('PENDING' for a 202) and the buyer. */
 type PurchaseState = AnsweredState & { buyerId?: string };
@@ -110,7 +111,12 @@ export function purchaseHandler({ catalog, store, soldOut, starter, metrics, log
     };
     let outcome;
     try {
-      outcome = await store.reserve(order);
+      outcome = await inSpan('reserve', { attributes: { [ATTR.orderId]: order.orderId, [ATTR.saleId]: item.saleId, [ATTR.itemId]: itemId } }, async (span) => {
+        // The start queue entry carries the reservation's span, so the order's start joins the buyer's trace.
+        const result = await store.reserve(order, activeTraceParent());
+        span.setAttribute(ATTR.outcome, result.kind);
+        return result;
+      });
     } catch (err) {
       log.warn({ err, itemId, userId: buyerId }, 'redis unavailable for reserve');
       return reply(ctx, 'SERVICE_UNAVAILABLE');

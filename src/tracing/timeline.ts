@@ -1,0 +1,94 @@
+/**
+ * One order's timeline from spans (SpanLine, as OTEL_TRACES_EXPORTER=jsonl writes them): the development view
+ * of a trace where no collector runs (`npm run trace`). Pure functions over the spans read, but readSpanFiles.
+ */
+import { readFileSync } from 'node:fs';
+import { ATTR, type SpanLine } from './index';
+
+/**
+ * @returns the spans of JSON lines files; a line cut short (a process killed mid-write) is skipped
+ * @throws the fs error of a file that cannot be read
+ */
+export function readSpanFiles(files: readonly string[]): SpanLine[] {
+  return files.flatMap((file) =>
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .flatMap((line) => {
+        try {
+          return line ? [JSON.parse(line) as SpanLine] : [];
+        } catch {
+          return [];
+        }
+      }),
+  );
+}
+
+/** An order's trace, and the traces that link to it (its payment's). */
+export interface OrderTrace {
+  orderId: string;
+  traceId: string;
+  spans: SpanLine[];
+  /** ms from the purchase request's start to the end of the order's placeOrder activity (stored, OrderPlaced out); undefined if it has not run. */
+  placedAfterMs?: number;
+}
+
+const RUN_PLACE_ORDER = 'RunActivity:placeOrder';
+
+/** @returns each order's trace (found by its reserve span's order id) with the spans that link into it */
+export function orderTraces(spans: readonly SpanLine[]): OrderTrace[] {
+  const byTrace = new Map<string, SpanLine[]>();
+  for (const s of spans) byTrace.set(s.traceId, [...(byTrace.get(s.traceId) ?? []), s]);
+  const linkedFrom = new Map<string, Set<string>>();
+  for (const s of spans) for (const l of s.links) linkedFrom.set(l.traceId, (linkedFrom.get(l.traceId) ?? new Set()).add(s.traceId));
+  const out: OrderTrace[] = [];
+  for (const [traceId, own] of byTrace) {
+    const reserve = own.find((s) => s.name === 'reserve' && typeof s.attributes[ATTR.orderId] === 'string');
+    if (!reserve) continue;
+    const linked = [...(linkedFrom.get(traceId) ?? [])].filter((t) => t !== traceId).flatMap((t) => byTrace.get(t) ?? []);
+    const first = Math.min(...own.map((s) => s.startMs));
+    const placed = own.find((s) => s.name === RUN_PLACE_ORDER);
+    out.push({
+      orderId: String(reserve.attributes[ATTR.orderId]),
+      traceId,
+      spans: [...own, ...linked],
+      ...(placed && { placedAfterMs: placed.startMs + placed.durationMs - first }),
+    });
+  }
+  return out;
+}
+
+/** @returns the trace whose order took longest to be placed (placedAfterMs), or undefined when none was */
+export function slowestOrder(traces: readonly OrderTrace[]): OrderTrace | undefined {
+  return traces.filter((t) => t.placedAfterMs !== undefined).sort((a, b) => (b.placedAfterMs as number) - (a.placedAfterMs as number))[0];
+}
+
+/** Attributes worth a glance on a timeline line (ids are in the header, not repeated). */
+const SHOWN = [ATTR.outcome, ATTR.queueWaitMs, 'http.response.status_code', 'messaging.message.id'];
+
+const ms = (n: number) => `${n.toFixed(1)} ms`.padStart(11);
+
+/**
+ * @returns the trace as text: a header, then one line per span, in start order under its parent (depth-first),
+ *   with its start after the first span's, its duration, its service and its name; spans of a linked trace
+ *   (the payment) follow under a line of their own. Workflow spans carry the workflow task's time (Temporal's
+ *   deterministic clock), so they may start a little before the activity that runs in them.
+ */
+export function formatTimeline(t: OrderTrace): string {
+  const start = Math.min(...t.spans.map((s) => s.startMs));
+  const lines = [`order ${t.orderId}  trace ${t.traceId}` + (t.placedAfterMs === undefined ? '  (not placed yet)' : `  placed after ${t.placedAfterMs.toFixed(0)} ms`)];
+  const traces = [t.traceId, ...new Set(t.spans.map((s) => s.traceId).filter((id) => id !== t.traceId))];
+  for (const traceId of traces) {
+    const spans = t.spans.filter((s) => s.traceId === traceId).sort((a, b) => a.startMs - b.startMs);
+    if (traceId !== t.traceId) lines.push(`linked trace ${traceId}`);
+    const ids = new Set(spans.map((s) => s.spanId));
+    const children = (parent: string | undefined) => spans.filter((s) => (parent === undefined ? !s.parentSpanId || !ids.has(s.parentSpanId) : s.parentSpanId === parent));
+    const walk = (span: SpanLine, depth: number) => {
+      const shown = SHOWN.filter((k) => span.attributes[k] !== undefined).map((k) => `${k.replace(/^.*\./, '')}=${String(span.attributes[k])}`);
+      const error = span.error ? `  ERROR ${span.error}` : '';
+      lines.push(`${ms(span.startMs - start)} ${ms(span.durationMs)}  ${span.service.padEnd(19)} ${'  '.repeat(depth)}${span.name}${shown.length ? `  ${shown.join(' ')}` : ''}${error}`);
+      for (const child of children(span.spanId)) walk(child, depth + 1);
+    };
+    for (const root of children(undefined)) walk(root, 0);
+  }
+  return lines.join('\n');
+}

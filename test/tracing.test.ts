@@ -1,0 +1,131 @@
+/**
+ * Traces end to end (src/tracing.ts): the API, a starter and a worker run as processes, as an operator runs
+ * them, with tracing on and each writing its spans as JSON lines. One purchase, then its payment from a
+ * "payment service" with a trace of its own. The order's trace must hold the purchase request, the reservation,
+ * the start (in the starter, the child of the reservation through the start queue entry), the workflow run and
+ * each local activity (in the worker, through Temporal's headers) and the Kafka publish (whose context the
+ * message carries); the payment's span must link to that trace and carry its own into the workflow's signal.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectTemporal } from '../src/temporal';
+import type { SpanLine } from '../src/tracing';
+import { readSpanFiles } from '../src/tracing/timeline';
+import { saleGateOf } from '../tools/shared/crowd';
+import { freePort, startChild, type Child } from '../tools/shared/processes';
+import { buyerToken, connectClients, createTestSale, orderResult, orderRow, testConfig, until, type Clients } from './helpers';
+import { openEventTap, type EventTap } from './kafka';
+
+jest.setTimeout(180_000);
+
+const config = testConfig();
+const children: Child[] = [];
+let clients: Clients;
+let tap: EventTap;
+beforeAll(async () => {
+  clients = connectClients(config);
+  tap = await openEventTap(config);
+});
+afterAll(async () => {
+  await Promise.allSettled(children.map((c) => c.stop()));
+  await tap.close();
+  await clients.close();
+});
+
+const SERVER = 1;
+const PRODUCER = 3;
+
+test('one purchase is one trace across the API, the starter and the worker; the payment links to it', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'traces-'));
+  const apiPort = await freePort();
+  const files = { api: join(dir, 'api.jsonl'), starter: join(dir, 'starter.jsonl'), worker: join(dir, 'worker.jsonl') };
+  const taskQueue = `traces-${randomUUID()}`;
+  const env = (role: keyof typeof files) => ({
+    ...process.env,
+    API_PORT: String(apiPort),
+    STARTER_IN_API: 'false',
+    TEMPORAL_TASK_QUEUE: taskQueue,
+    OTEL_TRACES_EXPORTER: 'jsonl',
+    OTEL_TRACES_FILE: files[role],
+    OTEL_BSP_SCHEDULE_DELAY: '100',
+  });
+  const api = startChild('api', 'dist/api/main.js', env('api'), join(dir, 'api.log'), 'api listening');
+  const starter = startChild('starter', 'dist/starter/main.js', env('starter'), join(dir, 'starter.log'), 'starter running');
+  const worker = startChild('worker', 'dist/worker/main.js', env('worker'), join(dir, 'worker.log'), 'worker running');
+  children.push(api, starter, worker);
+  await Promise.all(children.map((c) => c.ready));
+
+  const baseUrl = `http://127.0.0.1:${apiPort}`;
+  const sale = await createTestSale(clients, { quantities: [3] });
+  const gate = await saleGateOf(baseUrl, sale.saleId, Date.now() + 30_000);
+  const bought = await fetch(`${baseUrl}/api/flash-sales/items/${sale.items[0].itemId}/purchase`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${await buyerToken(config, `traces-${randomUUID()}`)}`, 'sale-gate': gate },
+  });
+  expect(bought.status).toBe(202);
+  const { orderId } = (await bought.json()) as { orderId: string };
+  await until('the order stored', () => orderRow(clients.pool, orderId));
+
+  // The payment service's own trace, as its W3C traceparent header.
+  const payment = { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex') };
+  const paid = await fetch(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json', traceparent: `00-${payment.traceId}-${payment.spanId}-01` },
+    body: JSON.stringify({ paymentId: `pay-${orderId}`, amount: sale.items[0].priceMinor }),
+  });
+  expect(paid.status).toBe(200);
+  const temporal = await connectTemporal(config);
+  try {
+    expect((await orderResult(temporal, orderId)).status).toBe('PAID');
+  } finally {
+    await temporal.connection.close();
+  }
+  const placedEvent = `${orderId}:OrderPlaced`;
+  await tap.collect([orderId], { until: () => tap.headersOf(placedEvent) !== undefined });
+  // SIGTERM: each process exports the spans it still buffers before it exits.
+  await Promise.all(children.map((c) => c.stop()));
+
+  const spans = readSpanFiles(Object.values(files));
+  const one = (name: string, where: (s: SpanLine) => boolean = () => true) => {
+    const found = spans.filter((s) => s.name === name && where(s));
+    expect(found.map((s) => s.name)).toEqual([name]);
+    return found[0];
+  };
+  const childOf = (parent: SpanLine) => (s: SpanLine) => s.parentSpanId === parent.spanId && s.traceId === parent.traceId;
+
+  // API → starter → worker, each a child of the one before, in one trace.
+  const request = one('POST /api/flash-sales/items/:itemId/purchase');
+  expect(request).toMatchObject({ service: 'flash-sale-api', kind: SERVER, attributes: { 'http.response.status_code': 202 } });
+  const reserve = one('reserve', childOf(request));
+  expect(reserve.attributes).toMatchObject({ 'flash_sale.order_id': orderId, 'flash_sale.outcome': 'RESERVED' });
+  const start = one('start order', childOf(reserve));
+  expect(start.service).toBe('flash-sale-starter');
+  expect(start.attributes['flash_sale.start_queue.wait_ms']).toEqual(expect.any(Number));
+  const startCall = one('StartWorkflow:orderWorkflow', childOf(start));
+  const run = one('RunWorkflow:orderWorkflow', childOf(startCall));
+  expect(run.service).toBe('flash-sale-worker');
+
+  // Each local activity the workflow ran: scheduled in the workflow's span, run in the scheduling span.
+  const order = spans.filter((s) => s.traceId === request.traceId);
+  const scheduled = order.filter(childOf(run)).filter((s) => s.name.startsWith('StartActivity:'));
+  expect(scheduled.map((s) => s.name)).toContain('StartActivity:placeOrder');
+  for (const s of scheduled) one(s.name.replace('StartActivity:', 'RunActivity:'), childOf(s));
+  const placeOrder = one('RunActivity:placeOrder', (s) => s.traceId === request.traceId);
+
+  // The OrderPlaced event: its publish span is the activity's child, and the message carries that span's context.
+  const publish = one(`publish ${config.KAFKA_TOPIC}`, (s) => s.attributes['messaging.message.id'] === placedEvent);
+  expect(publish).toMatchObject({ kind: PRODUCER, parentSpanId: placeOrder.spanId, traceId: request.traceId });
+  expect(tap.headersOf(placedEvent)?.traceparent).toBe(`00-${publish.traceId}-${publish.spanId}-01`);
+
+  // The payment: in the payment service's trace, linked to the span that stored the order; its signal carries
+  // that trace into the workflow, where the payment's activity runs.
+  const payRequest = one('POST /api/flash-sales/orders/:orderId/payment');
+  expect(payRequest).toMatchObject({ traceId: payment.traceId, parentSpanId: payment.spanId });
+  expect(payRequest.links).toEqual([{ traceId: request.traceId, spanId: placeOrder.spanId }]);
+  const signal = one('SignalWorkflow:paid', childOf(payRequest));
+  const handled = one('HandleSignal:paid', childOf(signal));
+  expect(handled.service).toBe('flash-sale-worker');
+  one('RunActivity:payOrder', (s) => s.traceId === payment.traceId);
+});
