@@ -5,9 +5,13 @@
  * the start (in the starter, the child of the reservation through the start queue entry), the workflow run and
  * each local activity (in the worker, through Temporal's headers) and the Kafka publish (whose context the
  * message carries); the payment's span must link to that trace and carry its own into the workflow's signal.
+ * And the OTLP exporter: an API process sends its spans to the collector endpoint it is given.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectTemporal } from '../src/temporal';
@@ -128,4 +132,51 @@ test('one purchase is one trace across the API, the starter and the worker; the 
   const handled = one('HandleSignal:paid', childOf(signal));
   expect(handled.service).toBe('flash-sale-worker');
   one('RunActivity:payOrder', (s) => s.traceId === payment.traceId);
+});
+
+test('with OTEL_TRACES_EXPORTER=otlp, the API sends its spans to the collector OTEL_EXPORTER_OTLP_TRACES_ENDPOINT names', async () => {
+  // A stand-in collector: it keeps every OTLP/HTTP (JSON) body it is sent, as a collector's receiver would take it.
+  const bodies: unknown[] = [];
+  const collector = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      bodies.push({ path: req.url, contentType: req.headers['content-type'], body: JSON.parse(body) as unknown });
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  collector.listen(0, '127.0.0.1');
+  await once(collector, 'listening');
+  try {
+    const dir = mkdtempSync(join(tmpdir(), 'otlp-'));
+    const apiPort = await freePort();
+    const env = {
+      ...process.env,
+      API_PORT: String(apiPort),
+      STARTER_IN_API: 'false',
+      OTEL_TRACES_EXPORTER: 'otlp',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}/v1/traces`,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      OTEL_SERVICE_NAME: 'flash-sale-api-otlp-test',
+    };
+    const api = startChild('api', 'dist/api/main.js', env, join(dir, 'api.log'), 'api listening');
+    children.push(api);
+    await api.ready;
+    const caller = { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex') };
+    const answer = await fetch(`http://127.0.0.1:${apiPort}/api/flash-sales/time`, { headers: { traceparent: `00-${caller.traceId}-${caller.spanId}-01` } });
+    expect(answer.status).toBe(200);
+    type Export = { path: string; body: { resourceSpans: { resource: { attributes: { key: string; value: { stringValue?: string } }[] }; scopeSpans: { spans: { traceId: string; parentSpanId: string; name: string }[] }[] }[] } };
+    const sent = await until('the span at the collector', async () => {
+      for (const e of bodies as Export[]) {
+        for (const rs of e.body.resourceSpans) {
+          const span = rs.scopeSpans.flatMap((s) => s.spans).find((s) => s.traceId === caller.traceId);
+          if (span) return { path: e.path, service: rs.resource.attributes.find((a) => a.key === 'service.name')?.value.stringValue, span };
+        }
+      }
+      return undefined;
+    });
+    expect(sent).toMatchObject({ path: '/v1/traces', service: 'flash-sale-api-otlp-test', span: { name: 'GET /api/flash-sales/time', parentSpanId: caller.spanId } });
+  } finally {
+    collector.close();
+  }
 });

@@ -5,8 +5,12 @@
  *   --impatient-share 0..1  --concurrency N  --rate REQ_PER_S  --port N  --stock-shards S
  *   --payments-api own|shared (the payment service's own API process, the default, or the buyers')
  * On the local Redis Cluster: REDIS_CLUSTER_NODES=… (README, Past one machine); API_PROCESSES=N runs N API processes.
+ * OTEL_TRACES_EXPORTER=jsonl traces it: each process writes its spans beside its log, and the slowest order's
+ * timeline is printed at the end.
  */
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { formatTimeline, orderTraces, readSpanFiles, slowestOrder } from '../../src/tracing/timeline';
 import { DEFAULT_DEMO, renderMarkdown, runDemo, type DemoOptions } from './run';
 
 const FLAGS: Record<string, keyof typeof DEFAULT_DEMO> = {
@@ -46,9 +50,18 @@ function options(): DemoOptions {
   return chosen;
 }
 
+/** With tracing on (jsonl), the slowest order's timeline, as `npm run trace` prints it from the processes' span files. */
+function slowestTimeline(files: string[]): string | undefined {
+  if (!files.length) return undefined;
+  const slowest = slowestOrder(orderTraces(readSpanFiles(files.filter((f) => existsSync(f)))));
+  return `The slowest order to be placed (npm run trace -- ${files.join(' ')}):\n${slowest ? formatTimeline(slowest) : 'none placed'}`;
+}
+
 runDemo(options()).then(
   (result) => {
     console.log(`\n${renderMarkdown(result)}`);
+    const timeline = slowestTimeline(result.traceFiles);
+    if (timeline) console.log(`\n${timeline}\n`);
     console.log(`Report written to ${result.reportFiles.join(' and ')}`);
     process.exit(result.audit.ok ? 0 : 1);
   },

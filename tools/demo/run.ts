@@ -119,6 +119,8 @@ export interface DemoResult {
   machine: { cores: number; node: string };
   /** The service's processes the demo ran, as `name` or `name (nice N)`. */
   processes: string[];
+  /** With OTEL_TRACES_EXPORTER=jsonl, each process' span file (`npm run trace` reads them); else none. */
+  traceFiles: string[];
   /** The Temporal the run used (not the demo's to start). */
   temporal: 'dev server' | 'real server (frontend, history, matching, worker on PostgreSQL)';
   waves: WaveSummary[];
@@ -480,6 +482,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const env = { STARTER_IN_API: 'false', ...process.env, ...options.environment, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
   const config = loadConfig(env);
   const hardStopMs = Date.now() + options.maxDurationMs;
+  // With spans as JSON lines, one file per process beside the logs.
+  const traceFiles: string[] = [];
+  const traced = (name: string) => {
+    if (config.OTEL_TRACES_EXPORTER !== 'jsonl') return env;
+    traceFiles.push(join(dir, `${name}.spans.jsonl`));
+    return { ...env, OTEL_TRACES_FILE: traceFiles[traceFiles.length - 1] };
+  };
 
   const pool = createPool(config);
   const redis = createRedis(config);
@@ -512,18 +521,18 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const wave2Tokens = signTokens(config, `late-${runTag}-`, options.secondWaveBuyers);
 
     print('starting the API and the worker…');
-    children.push(startChild('api', 'dist/api/main.js', env, join(dir, 'api.log'), 'api listening'));
+    children.push(startChild('api', 'dist/api/main.js', traced('api'), join(dir, 'api.log'), 'api listening'));
     processes.push(config.STARTER_IN_API ? 'api (with its starter)' : 'api', 'worker (nice 10)', ...(config.STARTER_IN_API ? [] : ['starter (nice 10)']));
     // The worker's work is the drain, at Temporal's pace: it yields the CPU to the API while the stampede lasts.
     const workerMetricsPort = await freePort();
-    children.push(startChild('worker', 'dist/worker/main.js', { ...env, WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
+    children.push(startChild('worker', 'dist/worker/main.js', { ...traced('worker'), WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
     // STARTER_IN_API=false (the demo's default): a starter process of its own (docs/deploy.md), niced like the worker.
-    if (!config.STARTER_IN_API) children.push(startChild('starter', 'dist/starter/main.js', env, join(dir, 'starter.log'), 'starter running', { nice: 10 }));
+    if (!config.STARTER_IN_API) children.push(startChild('starter', 'dist/starter/main.js', traced('starter'), join(dir, 'starter.log'), 'starter running', { nice: 10 }));
     // The payment service's own door: a stampede on the buyers' API does not queue its payments behind the
     // presses in one event loop (docs/deploy.md).
     const paymentsPort = options.paymentsApi === 'own' ? await freePort() : options.apiPort;
     if (options.paymentsApi === 'own') {
-      children.push(startChild('payments-api', 'dist/api/main.js', { ...env, API_PORT: String(paymentsPort), STARTER_IN_API: 'false' }, join(dir, 'payments-api.log'), 'api listening'));
+      children.push(startChild('payments-api', 'dist/api/main.js', { ...traced('payments-api'), API_PORT: String(paymentsPort), STARTER_IN_API: 'false' }, join(dir, 'payments-api.log'), 'api listening'));
       processes.push("the payment service's api");
     }
     await Promise.all(children.map((c) => c.ready));
@@ -799,6 +808,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       options: plainOptions,
       machine: { cores: cpus().length, node: process.version },
       processes,
+      traceFiles,
       temporal: onRealServer(config.TEMPORAL_PORT) ? 'real server (frontend, history, matching, worker on PostgreSQL)' : 'dev server',
       waves: [wave1Summary, wave2Summary],
       msFromStartToLastStarted: wave1LastStartedMs,

@@ -1,0 +1,178 @@
+/**
+ * Benchmark of tracing's cost on the API (`npx tsx tools/bench/tracing.ts`): the same API process four times
+ * over (compiled, as deployed, each its own process, no starter in it), with tracing off (twice: the second is
+ * this run's noise band, an A/A test), on for 1 % of new traces (parentbased_traceidratio 0.01, what a sale
+ * would run), and on for every trace (the worst case), each writing its spans as JSON lines to a file. Each
+ * is driven in turn, in rounds that rotate which goes first, by the crowd (undici over loopback, this process):
+ *
+ * - sold-out: BENCH_TRACING_SOLDOUT presses on a sold-out item, answered by the flag in front of the router,
+ *   which is never traced: the ratio says whether tracing's presence costs that path anything;
+ * - accept: BENCH_TRACING_ORDERS distinct buyers, one press each, on a fresh sale of as many units: every press
+ *   a 202 through token check, reservation (reserve.lua) and start queue entry, traced as one request span and
+ *   one reservation span.
+ *
+ * For each it prints answers per second and the API process' CPU time per answer (/proc), and the median over
+ * the rounds of each target's ratio to tracing off. Nothing starts the orders (no starter runs): their start
+ * queues are deleted at the end. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
+ *
+ * Options (environment): BENCH_TRACING_SOLDOUT (20000), BENCH_TRACING_ORDERS (2000), BENCH_ROUNDS (3),
+ * BENCH_CONNECTIONS (100).
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, statSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createSigner } from 'fast-jwt';
+import { loadConfig } from '../../src/config';
+import { createPool } from '../../src/db';
+import { createRedis } from '../../src/reservation/client';
+import { SaleLayouts, shardKeys } from '../../src/reservation/layout';
+import { shardPlacer } from '../../src/reservation/placement';
+import { ReservationStore } from '../../src/reservation/store';
+import { createSale, loadSale } from '../../src/sale/sales';
+import { appendResult } from '../shared/benchResults';
+import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press } from '../shared/crowd';
+import { treesCpuMs } from '../shared/procCpu';
+import { freePort, startChild, type Child } from '../shared/processes';
+
+const SOLDOUT_PRESSES = Number(process.env.BENCH_TRACING_SOLDOUT ?? 20_000);
+const ORDERS = Number(process.env.BENCH_TRACING_ORDERS ?? 2000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100);
+
+/** off-2 is off again: its ratio to off is the run's noise band. */
+const TARGETS = {
+  off: {},
+  'off-2': {},
+  'on-1%': { OTEL_TRACES_EXPORTER: 'jsonl', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' },
+  'on-100%': { OTEL_TRACES_EXPORTER: 'jsonl' },
+} as const;
+type Target = keyof typeof TARGETS;
+type Path = 'sold-out' | 'accept';
+
+interface Figures {
+  path: Path;
+  target: Target;
+  round: number;
+  answers: number;
+  /** Answers with the path's expected status (410 sold-out, 202 accept). */
+  expected: number;
+  perS: number;
+  cpuUsPerAnswer: number;
+  p99Ms: number;
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+
+async function main(): Promise<void> {
+  const loadBefore = loadavg()[0];
+  const config = loadConfig({ ...process.env, LOG_LEVEL: 'silent' });
+  const pool = createPool(config);
+  const redis = createRedis(config);
+  const store = new ReservationStore(redis, new SaleLayouts(pool));
+  const dir = mkdtempSync(join(tmpdir(), 'bench-tracing-'));
+  const sign = createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 3_600_000 });
+  const run = randomUUID().slice(0, 8);
+  let buyers = 0;
+  const presses = (itemId: number, n: number): Press[] =>
+    Array.from({ length: n }, () => {
+      const buyer = `bench-tracing-${run}-${buyers++}`;
+      return { buyer, token: sign({ sub: buyer }), itemId };
+    });
+  const sales: number[] = [];
+  const newSale = async (quantity: number) => {
+    const now = Date.now();
+    const sale = await createSale(
+      pool,
+      {
+        name: `bench-tracing-${randomUUID()}`,
+        startsAt: new Date(now - 1000).toISOString(),
+        endsAt: new Date(now + 3_600_000).toISOString(),
+        paymentWindowMs: 600_000,
+        items: [{ productId: 'bench', quantity, priceMinor: 100, currency: 'EUR' }],
+      },
+      shardPlacer(store.redis),
+    );
+    await loadSale(pool, store, sale.saleId, false);
+    sales.push(sale.saleId);
+    return sale;
+  };
+
+  const targets = Object.keys(TARGETS) as Target[];
+  const apis = new Map<Target, { child: Child; url: string }>();
+  const results: Figures[] = [];
+  try {
+    for (const target of targets) {
+      const port = await freePort();
+      const env = { ...process.env, ...TARGETS[target], API_PORT: String(port), STARTER_IN_API: 'false', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT), OTEL_TRACES_FILE: join(dir, `${target}.jsonl`) };
+      apis.set(target, { child: startChild(target, 'dist/api/main.js', env, join(dir, `${target}.log`), 'api listening'), url: `http://127.0.0.1:${port}` });
+    }
+    await Promise.all([...apis.values()].map((a) => a.child.ready));
+    const soldOut = await newSale(0);
+    const soldOutPresses = presses(soldOut.items[0].itemId, SOLDOUT_PRESSES);
+
+    const measure = async (path: Path, target: Target, round: number, item: Press[], gate: string) => {
+      const api = apis.get(target) as { child: Child; url: string };
+      const pid = api.child.process.pid as number;
+      const cpuBefore = treesCpuMs({ api: pid }).api;
+      const started = performance.now();
+      const answers = await pressAll({ baseUrl: api.url, presses: item, gate, concurrency: CONNECTIONS, rate: 0, deadlineMs: Date.now() + 120_000 });
+      const seconds = (performance.now() - started) / 1000;
+      const cpuMs = treesCpuMs({ api: pid }).api - cpuBefore;
+      const expected = answers.filter((a) => a.status === (path === 'sold-out' ? 410 : 202)).length;
+      const latencies = answers.map((a) => a.latencyMs).sort((a, b) => a - b);
+      results.push({ path, target, round, answers: answers.length, expected, perS: answers.length / seconds, cpuUsPerAnswer: (cpuMs * 1000) / answers.length, p99Ms: latencies[Math.floor(latencies.length * 0.99)] });
+      process.stderr.write(`  ${path} round ${round} ${target}: ${Math.round(answers.length / seconds)}/s\n`);
+    };
+
+    // A first pass warms each process' JIT and connections; its figures are dropped.
+    for (let round = 0; round <= ROUNDS; round++) {
+      const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+      for (const target of order) {
+        const gate = await saleGateOf(apis.get(target)?.url as string, soldOut.saleId, Date.now() + 10_000);
+        await measure('sold-out', target, round, round ? soldOutPresses : soldOutPresses.slice(0, 2000), gate);
+      }
+      for (const target of order) {
+        const sale = await newSale(round ? ORDERS : 200);
+        const gate = await saleGateOf(apis.get(target)?.url as string, sale.saleId, Date.now() + 10_000);
+        await measure('accept', target, round, presses(sale.items[0].itemId, round ? ORDERS : 200), gate);
+      }
+    }
+  } finally {
+    await Promise.allSettled([...apis.values()].map((a) => a.child.stop()));
+    // No starter will start these orders: their start queues go, so that no later starter does.
+    for (const saleId of sales) for (const tag of (await store.layouts.get(saleId)).tags) await redis.del(shardKeys(tag).startQueue);
+    await Promise.allSettled([pool.end(), redis.quit()]);
+  }
+
+  const measured = results.filter((r) => r.round > 0);
+  const of = (path: Path, target: Target, round: number) => measured.find((r) => r.path === path && r.target === target && r.round === round) as Figures;
+  const ratios = (path: Path, target: Target, value: (f: Figures) => number) =>
+    Array.from({ length: ROUNDS }, (_, i) => value(of(path, target, i + 1)) / value(of(path, 'off', i + 1)));
+  console.log(
+    `\ntracing's cost on the API: ${SOLDOUT_PRESSES} sold-out presses and ${ORDERS} accepted orders per target and round, ${ROUNDS} rounds, ${CONNECTIONS} connections, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}`,
+  );
+  console.table(measured.map((r) => ({ path: r.path, round: r.round, target: r.target, 'answers/s': Math.round(r.perS), 'cpu µs/answer': Number(r.cpuUsPerAnswer.toFixed(1)), 'p99 ms': Number(r.p99Ms.toFixed(1)), answers: r.answers, expected: r.expected })));
+  const summary: Record<string, Record<string, { rate: number; cpu: number }>> = {};
+  for (const path of ['sold-out', 'accept'] as Path[]) {
+    summary[path] = {};
+    for (const target of targets.filter((t) => t !== 'off')) {
+      const rate = median(ratios(path, target, (f) => f.perS));
+      const cpu = median(ratios(path, target, (f) => f.cpuUsPerAnswer));
+      summary[path][target] = { rate, cpu };
+      console.log(`${path} ${target}/off: answers/s ${rate.toFixed(3)}, API CPU per answer ${cpu.toFixed(3)} (median of ${ROUNDS} rounds)`);
+    }
+  }
+  const spanBytes = (target: Target) => statSync(join(dir, `${target}.jsonl`), { throwIfNoEntry: false })?.size ?? 0;
+  console.log(`span files: on-1% ${spanBytes('on-1%')} bytes, on-100% ${spanBytes('on-100%')} bytes (${dir})`);
+  appendResult('tracing', { loadavgBefore: loadBefore, soldOutPresses: SOLDOUT_PRESSES, orders: ORDERS, rounds: ROUNDS, connections: CONNECTIONS, results: measured, ratios: summary });
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
