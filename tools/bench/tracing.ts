@@ -15,9 +15,10 @@
  * the rounds of each target's ratio to tracing off. Nothing starts the orders (no starter runs): their start
  * queues are deleted at the end. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
  *
- * Options (environment): BENCH_TRACING_SOLDOUT (20000), BENCH_TRACING_ORDERS (2000), BENCH_ROUNDS (3),
- * BENCH_CONNECTIONS (100).
+ * Options (environment): BENCH_TRACING_SOLDOUT (50000), BENCH_TRACING_ORDERS (5000), BENCH_ROUNDS (5),
+ * BENCH_CONNECTIONS (100), BENCH_PIN (1: the API processes on CPU 0, the crowd on CPU 1; 0 leaves it to the OS).
  */
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, statSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -35,9 +36,9 @@ import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press } from '../shared/crow
 import { treesCpuMs } from '../shared/procCpu';
 import { freePort, startChild, type Child } from '../shared/processes';
 
-const SOLDOUT_PRESSES = Number(process.env.BENCH_TRACING_SOLDOUT ?? 20_000);
-const ORDERS = Number(process.env.BENCH_TRACING_ORDERS ?? 2000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SOLDOUT_PRESSES = Number(process.env.BENCH_TRACING_SOLDOUT ?? 50_000);
+const ORDERS = Number(process.env.BENCH_TRACING_ORDERS ?? 5000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100);
 
 /** off-2 is off again: its ratio to off is the run's noise band. */
@@ -60,6 +61,14 @@ interface Figures {
   perS: number;
   cpuUsPerAnswer: number;
   p99Ms: number;
+}
+
+// The API processes on CPU 0, the crowd (this process) on CPU 1, so the two do not take turns on one core.
+const PIN = process.env.BENCH_PIN !== '0' && process.platform === 'linux' && cpus().length >= 2;
+
+/** Pins a process and all its threads to one CPU (taskset). @throws when taskset fails */
+function pin(pid: number, cpu: number): void {
+  execFileSync('taskset', ['--all-tasks', '--cpu-list', '--pid', String(cpu), String(pid)], { stdio: 'ignore' });
 }
 
 const median = (values: number[]) => {
@@ -112,6 +121,10 @@ async function main(): Promise<void> {
       apis.set(target, { child: startChild(target, 'dist/api/main.js', env, join(dir, `${target}.log`), 'api listening'), url: `http://127.0.0.1:${port}` });
     }
     await Promise.all([...apis.values()].map((a) => a.child.ready));
+    if (PIN) {
+      for (const { child } of apis.values()) pin(child.process.pid as number, 0);
+      pin(process.pid, 1);
+    }
     const soldOut = await newSale(0);
     const soldOutPresses = presses(soldOut.items[0].itemId, SOLDOUT_PRESSES);
 
@@ -129,17 +142,17 @@ async function main(): Promise<void> {
       process.stderr.write(`  ${path} round ${round} ${target}: ${Math.round(answers.length / seconds)}/s\n`);
     };
 
-    // A first pass warms each process' JIT and connections; its figures are dropped.
+    // A first round, as large as the others, warms each process' JIT and connections; its figures are dropped.
     for (let round = 0; round <= ROUNDS; round++) {
       const order = targets.map((_, i) => targets[(i + round) % targets.length]);
       for (const target of order) {
         const gate = await saleGateOf(apis.get(target)?.url as string, soldOut.saleId, Date.now() + 10_000);
-        await measure('sold-out', target, round, round ? soldOutPresses : soldOutPresses.slice(0, 2000), gate);
+        await measure('sold-out', target, round, soldOutPresses, gate);
       }
       for (const target of order) {
-        const sale = await newSale(round ? ORDERS : 200);
+        const sale = await newSale(ORDERS);
         const gate = await saleGateOf(apis.get(target)?.url as string, sale.saleId, Date.now() + 10_000);
-        await measure('accept', target, round, presses(sale.items[0].itemId, round ? ORDERS : 200), gate);
+        await measure('accept', target, round, presses(sale.items[0].itemId, ORDERS), gate);
       }
     }
   } finally {
@@ -154,7 +167,7 @@ async function main(): Promise<void> {
   const ratios = (path: Path, target: Target, value: (f: Figures) => number) =>
     Array.from({ length: ROUNDS }, (_, i) => value(of(path, target, i + 1)) / value(of(path, 'off', i + 1)));
   console.log(
-    `\ntracing's cost on the API: ${SOLDOUT_PRESSES} sold-out presses and ${ORDERS} accepted orders per target and round, ${ROUNDS} rounds, ${CONNECTIONS} connections, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}`,
+    `\ntracing's cost on the API: ${SOLDOUT_PRESSES} sold-out presses and ${ORDERS} accepted orders per target and round, ${ROUNDS} rounds, ${CONNECTIONS} connections, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}, ${PIN ? 'APIs pinned to CPU 0, crowd to CPU 1' : 'not pinned'}`,
   );
   console.table(measured.map((r) => ({ path: r.path, round: r.round, target: r.target, 'answers/s': Math.round(r.perS), 'cpu µs/answer': Number(r.cpuUsPerAnswer.toFixed(1)), 'p99 ms': Number(r.p99Ms.toFixed(1)), answers: r.answers, expected: r.expected })));
   const summary: Record<string, Record<string, { rate: number; cpu: number }>> = {};
