@@ -288,6 +288,12 @@ const fields = z.object({
    * (src/reservation/claims.ts).
    */
   STARTER_CLAIM_IDLE_MS: positiveMs(DEFAULT_CLAIM_IDLE_MS),
+  /**
+   * Port of the starter's own Prometheus endpoint (src/starter/metrics.ts), for a starter without an API beside
+   * it: `npm run starter`, or a worker's (STARTER_IN_WORKER); 0: none. An API's starter reports on its /metrics.
+   */
+  STARTER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(0),
+  STARTER_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
 
   ...(Object.fromEntries(FILE_SECRETS.map((name) => [`${name}_FILE`, readableFile.optional()])) as Record<
     `${(typeof FILE_SECRETS)[number]}_FILE`,

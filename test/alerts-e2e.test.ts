@@ -1,9 +1,10 @@
 /**
- * The alert rules and the dashboard end to end: a real Prometheus (Debian's) scrapes a running API process and a
- * running worker, evaluating monitoring/alerts.yml. An order is bought and paid, so that every metric the
- * dashboard (monitoring/grafana/flash-sale.json) queries has been scraped; with both processes up and every
- * store answering, nothing fires; the worker is stopped, and FlashSaleWorkerAbsent goes pending, then fires
- * within its `for` (plus a scrape and an evaluation), as read from Prometheus' HTTP API.
+ * The alert rules and the dashboard end to end: a real Prometheus (Debian's) scrapes a running API process, a
+ * running worker and a starter running apart (STARTER_METRICS_PORT), evaluating monitoring/alerts.yml. An
+ * order is bought and paid, so that every metric the dashboard (monitoring/grafana/flash-sale.json) queries has
+ * been scraped, the start from the starter's endpoint; with every process up and every store answering,
+ * nothing fires; the worker is stopped, and FlashSaleWorkerAbsent goes pending, then fires within its `for`
+ * (plus a scrape and an evaluation), as read from Prometheus' HTTP API.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -56,12 +57,23 @@ function ruleForS(alert: string): number {
 
 test('a real Prometheus on the running API and worker: quiet while both are up, FlashSaleWorkerAbsent fires within its for once the worker stops', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'prometheus-'));
-  const [apiPort, workerMetricsPort, prometheusPort] = await Promise.all([freePort(), freePort(), freePort()]);
-  const env = { ...process.env, API_PORT: String(apiPort), WORKER_METRICS_PORT: String(workerMetricsPort), TEMPORAL_TASK_QUEUE: `alerts-${randomUUID()}`, LOG_LEVEL: 'info' };
+  const [apiPort, workerMetricsPort, starterMetricsPort, prometheusPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  // The starter apart from the API (docs/deploy.md), on its own metrics endpoint: the dashboard's start figures
+  // must come from wherever the starters run.
+  const env = {
+    ...process.env,
+    API_PORT: String(apiPort),
+    STARTER_IN_API: 'false',
+    WORKER_METRICS_PORT: String(workerMetricsPort),
+    STARTER_METRICS_PORT: String(starterMetricsPort),
+    TEMPORAL_TASK_QUEUE: `alerts-${randomUUID()}`,
+    LOG_LEVEL: 'info',
+  };
   const api = startChild('api', 'dist/api/main.js', env, join(dir, 'api.log'), 'api listening');
   const worker = startChild('worker', 'dist/worker/main.js', env, join(dir, 'worker.log'), 'worker running');
-  children.push(api, worker);
-  await Promise.all([api.ready, worker.ready]);
+  const starter = startChild('starter', 'dist/starter/main.js', env, join(dir, 'starter.log'), 'starter running');
+  children.push(api, worker, starter);
+  await Promise.all([api.ready, worker.ready, starter.ready]);
 
   writeFileSync(
     join(dir, 'prometheus.yml'),
@@ -76,6 +88,8 @@ test('a real Prometheus on the running API and worker: quiet while both are up, 
       `    static_configs: [{ targets: ['127.0.0.1:${apiPort}'] }]`,
       '  - job_name: flash-sale-worker',
       `    static_configs: [{ targets: ['127.0.0.1:${workerMetricsPort}'] }]`,
+      '  - job_name: flash-sale-starter',
+      `    static_configs: [{ targets: ['127.0.0.1:${starterMetricsPort}'] }]`,
       '',
     ].join('\n'),
   );
@@ -102,7 +116,7 @@ test('a real Prometheus on the running API and worker: quiet while both are up, 
   expect(paid.status).toBe(200);
 
   // Both targets scraped, the stores checked up by the API, the rules evaluated: nothing fires.
-  await until('both targets up', async () => (await query('up')).filter((s) => s.value[1] === '1').length === 2, 60_000);
+  await until('every target up', async () => (await query('up')).filter((s) => s.value[1] === '1').length === 3, 60_000);
   await until('every store up', async () => (await query('flash_sale_dependency_up == 1')).length === 3, 30_000);
   // Every metric the dashboard queries is in what Prometheus scraped from the running processes.
   const scraped = async (name: string) => (await query(`count({__name__="${name}"})`)).length > 0;
@@ -110,6 +124,8 @@ test('a real Prometheus on the running API and worker: quiet while both are up, 
   const missing = [];
   for (const name of dashboardMetrics()) if (!(await scraped(name))) missing.push(name);
   expect(missing).toEqual([]);
+  // The order's start is counted by the starter that made it, not by the API, which runs none.
+  expect(await query('sum by (job) (flash_sale_workflow_starts_total{result="started"})')).toEqual([{ metric: { job: 'flash-sale-starter' }, value: [expect.any(Number), '1'] }]);
   await new Promise((r) => setTimeout(r, 3 * STEP_S * 1000));
   expect((await alerts()).map((a) => a.labels.alertname)).toEqual([]);
 

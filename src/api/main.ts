@@ -81,11 +81,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     ? createStarter(
         config,
         { redis: queueRedis, store, pool, workflows, log },
-        {
-          onStarted: (result) => metrics.workflowStarts.inc({ result: result === 'started' ? 'started' : 'already_started' }),
-          onFailure: (cause) => metrics.workflowStartFailures.inc({ cause }),
-          onBacklog: (tasks) => metrics.workflowTaskBacklog.set(tasks),
-        },
+        metrics.starterHooks,
       )
     : undefined;
   const app = await createApp({

@@ -1,15 +1,13 @@
 /**
  * Prometheus metrics (prom-client) served on /metrics: purchase outcomes, latency, reservations, sold-out flags,
- * and the start queues: entries waiting per sale, the oldest one's age, workflow starts and their failures.
+ * and its starter's (src/starter/metrics.ts): the start queues, workflow starts and their failures.
  */
 import type { Pool } from 'pg';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { starterMetrics, type QueueDepths } from '../starter/metrics';
 
 // SOLD_OUT answers held back before they are handed to prom-client in one go.
 const DEFERRED_MAX = 4096;
-
-/** Entries still to be started per sale id, and the oldest one's age in ms (null when empty). */
-export type QueueDepths = () => Promise<Map<number, { waiting: number; oldestAgeMs: number | null }>>;
 
 /** The PostgreSQL pool's counts, as pg's Pool reports them. */
 export type PoolCounts = Pick<Pool, 'totalCount' | 'idleCount' | 'waitingCount'>;
@@ -57,29 +55,6 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
     collect: flushSoldOut,
   });
   // prom-client collects all metrics of a scrape at once: the two start queue gauges share one read.
-  let reading: ReturnType<QueueDepths> | undefined;
-  const depths = () =>
-    (reading ??= queueDepths().finally(() => {
-      reading = undefined;
-    }));
-  const startQueueGauge = (name: string, help: string, value: (depth: { waiting: number; oldestAgeMs: number | null }) => number) =>
-    new Gauge({
-      name,
-      help,
-      labelNames: ['sale_id'] as const,
-      registers: [registry],
-      async collect() {
-        const all = await depths();
-        this.reset();
-        for (const [saleId, depth] of all) this.set({ sale_id: String(saleId) }, value(depth));
-      },
-    });
-  startQueueGauge('flash_sale_start_queue_waiting', 'Accepted orders whose workflow is still to be started, per sale (read from Redis at each scrape).', (d) => d.waiting);
-  startQueueGauge(
-    'flash_sale_start_queue_oldest_age_seconds',
-    'Age of the oldest accepted order still waiting for its workflow, per sale (0 when none waits).',
-    (d) => (d.oldestAgeMs ?? 0) / 1000,
-  );
   // A payment that waits for a connection waits here, not in PostgreSQL: the pool's queue is the first suspect.
   new Gauge({
     name: 'flash_sale_pg_pool_connections',
@@ -117,23 +92,7 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
       help: 'Units reserved in Redis (each with its start queue entry).',
       registers: [registry],
     }),
-    workflowStarts: new Counter({
-      name: 'flash_sale_workflow_starts_total',
-      help: 'Order workflows started by this process\'s starter; already_started: another start got there first.',
-      labelNames: ['result'] as const,
-      registers: [registry],
-    }),
-    workflowTaskBacklog: new Gauge({
-      name: 'flash_sale_workflow_task_backlog',
-      help: 'Workflow tasks waiting for a worker on the order task queue, as the starter last read it (it waits above STARTER_MAX_BACKLOG).',
-      registers: [registry],
-    }),
-    workflowStartFailures: new Counter({
-      name: 'flash_sale_workflow_start_failures_total',
-      help: 'Workflow starts that failed, by cause; the entry is tried again (invalid_entry: set aside, never started).',
-      labelNames: ['cause'] as const,
-      registers: [registry],
-    }),
+    starterHooks: starterMetrics(registry, queueDepths),
     dependencyUp: new Gauge({
       name: 'flash_sale_dependency_up',
       help: 'Whether each store this process needs answers (1) or not (0), checked at each scrape as /readyz checks it.',

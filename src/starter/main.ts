@@ -1,8 +1,8 @@
 /**
  * Starter process (`npm run starter`): the starter alone, for a deployment that runs it apart from the API
  * processes (those then run with STARTER_IN_API=false). Several may run: they share the start queues' consumer
- * group, and each claims what another left behind (src/starter/starter.ts). SIGINT/SIGTERM stop reading, let the
- * starts in flight finish, then close the clients.
+ * group, and each claims what another left behind (src/starter/starter.ts). Its metrics on STARTER_METRICS_PORT.
+ * SIGINT/SIGTERM stop reading, let the starts in flight finish, then close the clients.
  */
 import { once } from 'node:events';
 import { loadConfig } from '../config';
@@ -14,6 +14,7 @@ import { createRedis } from '../reservation/client';
 import { OrderWorkflows } from '../temporal';
 import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
 import { startTracing } from '../tracing';
+import { starterMetricsOf } from './metrics';
 import { createStarter } from './starter';
 
 async function main(): Promise<void> {
@@ -26,16 +27,17 @@ async function main(): Promise<void> {
   await reach('redis', once(redis, 'ready'));
   await checkAtStart('postgres', pool.query('SELECT 1'), (line) => log.warn(line));
   const workflows = await reachTemporal(config, OrderWorkflows.connect(config));
-  const noop = () => undefined;
   const store = new ReservationStore(redis, new SaleLayouts(pool));
-  const starter = createStarter(config, { redis, store, pool, workflows, log }, { onStarted: noop, onFailure: noop, onBacklog: noop });
+  // Scraped only once it listens, by which time the starter is there.
+  const metrics = await starterMetricsOf(config, () => starter.depths());
+  const starter = createStarter(config, { redis, store, pool, workflows, log }, metrics.hooks);
   starter.start();
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'starter running');
   const stop = () => {
     log.info('shutting down: letting the starts in flight finish');
     void starter
       .stop()
-      .then(() => Promise.allSettled([redis.quit(), pool.end(), workflows.close()]))
+      .then(() => Promise.allSettled([redis.quit(), pool.end(), workflows.close(), metrics.close()]))
       .then(() => tracing?.shutdown())
       .then(() => process.exit(0));
   };

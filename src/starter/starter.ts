@@ -43,6 +43,9 @@ import { RecentSales } from './recentSales';
 /** Why a start failed, as the metrics label it. */
 export type StartFailure = 'resource_exhausted' | 'unavailable' | 'deadline_exceeded' | 'invalid_entry' | 'other';
 
+/** What the process running a starter does with each start, failure and backlog reading (its metrics: metrics.ts). */
+export type StartHooks = Pick<StarterDeps, 'onStarted' | 'onFailure'> & { onBacklog(tasks: number): void };
+
 export interface StarterDeps {
   queue: StartQueue;
   /**
@@ -364,7 +367,7 @@ export class Starter {
 export function createStarter(
   config: Config,
   clients: { redis: FlashRedis; store: ReservationStore; pool: Pool; workflows: OrderWorkflows; log: Logger },
-  hooks: Pick<StarterDeps, 'onStarted' | 'onFailure'> & { onBacklog(tasks: number): void },
+  hooks: StartHooks,
 ): Starter {
   const recentSales = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS);
   const { onBacklog, ...onStart } = hooks;

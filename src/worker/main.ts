@@ -20,6 +20,7 @@ import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';
 import { causeOf, checkAtStart, reachTemporal } from '../startup';
+import { starterMetricsOf } from '../starter/metrics';
 import { createStarter } from '../starter/starter';
 import { OrderWorkflows } from '../temporal';
 import { startTracing, type Tracing } from '../tracing';
@@ -84,7 +85,7 @@ export async function startWorker(
     ...(tracing && tracedWorker(tracing)),
   });
   const run = worker.run();
-  const starter = config.STARTER_IN_WORKER ? startStarter(config, { connection, pool, store: reservations, log }) : undefined;
+  const starter = config.STARTER_IN_WORKER ? await startStarter(config, { connection, pool, store: reservations, log }) : undefined;
   return {
     worker,
     run,
@@ -101,24 +102,26 @@ export async function startWorker(
 /**
  * The starter of a worker process (STARTER_IN_WORKER): on the worker's connection, so that each start asks for
  * eager start and its first workflow task comes straight back to this worker; its queue reads on a Redis
- * connection of its own. Starts scale with the workers, and each order skips a trip through matching.
- * @returns a stop that lets the starts in flight finish, then closes that Redis connection
+ * connection of its own; its metrics on STARTER_METRICS_PORT. Starts scale with the workers, and each order
+ * skips a trip through matching.
+ * @returns a stop that lets the starts in flight finish, then closes that Redis connection and the metrics
  */
-function startStarter(config: Config, clients: { connection: NativeConnection; pool: Pool; store: ReservationStore; log: Logger }): { stop(): Promise<void> } {
+async function startStarter(config: Config, clients: { connection: NativeConnection; pool: Pool; store: ReservationStore; log: Logger }): Promise<{ stop(): Promise<void> }> {
   const redis = createRedis(config);
   const log = clients.log.child({ role: 'starter' });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
-  const noop = () => undefined;
+  // Scraped only once it listens, by which time the starter is there.
+  const metrics = await starterMetricsOf(config, () => starter.depths());
   const starter = createStarter(
     config,
     { redis, store: clients.store, pool: clients.pool, workflows: OrderWorkflows.onWorker(clients.connection, config), log },
-    { onStarted: noop, onFailure: noop, onBacklog: noop },
+    metrics.hooks,
   );
   starter.start();
   return {
     async stop() {
       await starter.stop();
-      await redis.quit().catch(() => undefined);
+      await Promise.allSettled([redis.quit(), metrics.close()]);
     },
   };
 }
