@@ -201,7 +201,7 @@ const fields = z.object({
   WORKER_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
 
   /**
-   * Traces (OpenTelemetry, src/tracing.ts), by its standard variables. OTEL_TRACES_EXPORTER: none (the default:
+   * Traces (OpenTelemetry, src/tracing/index.ts), by its standard variables. OTEL_TRACES_EXPORTER: none (the default:
    * no tracer is installed), otlp (OTLP over HTTP to OTEL_EXPORTER_OTLP_ENDPOINT or
    * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, which the exporter reads itself), or jsonl, ours: one JSON line per span
    * appended to OTEL_TRACES_FILE, for `npm run trace` where no collector runs.
@@ -328,6 +328,9 @@ const schema = fields
     checkDatabaseUrl(env, ctx);
     if (env.REDIS_CLUSTER_NODES && env.REDIS_DB !== 0) {
       ctx.addIssue({ code: 'custom', path: ['REDIS_DB'], message: 'a Redis Cluster has database 0 only (use REDIS_KEY_PREFIX to share one)' });
+    }
+    if (env.STARTER_METRICS_PORT && env.STARTER_METRICS_PORT === env.WORKER_METRICS_PORT) {
+      ctx.addIssue({ code: 'custom', path: ['STARTER_METRICS_PORT'], message: 'must differ from WORKER_METRICS_PORT (a worker with STARTER_IN_WORKER serves both)' });
     }
     if (env.STARTER_CLAIM_IDLE_MS <= env.TEMPORAL_CALL_TIMEOUT_MS) {
       ctx.addIssue({ code: 'custom', path: ['STARTER_CLAIM_IDLE_MS'], message: `must exceed TEMPORAL_CALL_TIMEOUT_MS (${env.TEMPORAL_CALL_TIMEOUT_MS})` });

@@ -18,7 +18,7 @@ export async function connectTemporal(config: Config): Promise<Client> {
 }
 
 /**
- * With tracing on (src/tracing.ts), Temporal's OpenTelemetry interceptor: a start, signal or update runs in a
+ * With tracing on (src/tracing/index.ts), Temporal's OpenTelemetry interceptor: a start, signal or update runs in a
  * span of its own and carries the active context to the workflow in its headers.
  */
 function clientInterceptors(config: Pick<Config, 'OTEL_TRACES_EXPORTER'>): ClientInterceptors {

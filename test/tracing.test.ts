@@ -1,11 +1,11 @@
 /**
- * Traces end to end (src/tracing.ts): the API, a starter and a worker run as processes, as an operator runs
+ * Traces end to end (src/tracing/index.ts): the API, a starter and a worker run as processes, as an operator runs
  * them, with tracing on and each writing its spans as JSON lines. One purchase, then its payment from a
  * "payment service" with a trace of its own. The order's trace must hold the purchase request, the reservation,
  * the start (in the starter, the child of the reservation through the start queue entry), the workflow run and
  * each local activity (in the worker, through Temporal's headers) and the Kafka publish (whose context the
  * message carries); the payment's span must link to that trace and carry its own into the workflow's signal.
- * And the OTLP exporter: an API process sends its spans to the collector endpoint it is given.
+ * The traced workflow's history replays on the untraced bundle. And the OTLP exporter: an API process sends its spans to the collector endpoint it is given.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
@@ -14,6 +14,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Worker } from '@temporalio/worker';
 import { connectTemporal } from '../src/temporal';
 import type { SpanLine } from '../src/tracing';
 import { readSpanFiles } from '../src/tracing/timeline';
@@ -64,9 +65,12 @@ test('one purchase is one trace across the API, the starter and the worker; the 
   const baseUrl = `http://127.0.0.1:${apiPort}`;
   const sale = await createTestSale(clients, { quantities: [3] });
   const gate = await saleGateOf(baseUrl, sale.saleId, Date.now() + 30_000);
+  // The buyer's client sends a sampled traceparent of its own: linked to, never the order's parent.
+  const buyer = `traces-${randomUUID()}`;
+  const client = { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex') };
   const bought = await fetch(`${baseUrl}/api/flash-sales/items/${sale.items[0].itemId}/purchase`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${await buyerToken(config, `traces-${randomUUID()}`)}`, 'sale-gate': gate },
+    headers: { authorization: `Bearer ${await buyerToken(config, buyer)}`, 'sale-gate': gate, traceparent: `00-${client.traceId}-${client.spanId}-01` },
   });
   expect(bought.status).toBe(202);
   const { orderId } = (await bought.json()) as { orderId: string };
@@ -83,6 +87,11 @@ test('one purchase is one trace across the API, the starter and the worker; the 
   const temporal = await connectTemporal(config);
   try {
     expect((await orderResult(temporal, orderId)).status).toBe('PAID');
+    // Tracing may be switched off by a deploy in the middle of a sale: the traced workflow's history replays on
+    // the plain bundle `npm run build` wrote (the interceptors add no command).
+    const history = await temporal.workflow.getHandle(orderId).fetchHistory();
+    const plain = join(__dirname, '..', 'dist', 'workflow-bundle.js');
+    await expect(Worker.runReplayHistory({ workflowBundle: { codePath: plain } }, history)).resolves.toBeUndefined();
   } finally {
     await temporal.connection.close();
   }
@@ -101,7 +110,9 @@ test('one purchase is one trace across the API, the starter and the worker; the 
 
   // API → starter → worker, each a child of the one before, in one trace.
   const request = one('POST /api/flash-sales/items/:itemId/purchase');
-  expect(request).toMatchObject({ service: 'flash-sale-api', kind: SERVER, attributes: { 'http.response.status_code': 202 } });
+  expect(request).toMatchObject({ service: 'flash-sale-api', kind: SERVER, attributes: { 'http.response.status_code': 202 }, links: [client] });
+  expect(request.parentSpanId).toBeUndefined();
+  expect(request.traceId).not.toBe(client.traceId);
   const reserve = one('reserve', childOf(request));
   expect(reserve.attributes).toMatchObject({ 'flash_sale.order_id': orderId, 'flash_sale.outcome': 'RESERVED' });
   const start = one('start order', childOf(reserve));
@@ -109,7 +120,9 @@ test('one purchase is one trace across the API, the starter and the worker; the 
   expect(start.attributes['flash_sale.start_queue.wait_ms']).toEqual(expect.any(Number));
   const startCall = one('StartWorkflow:orderWorkflow', childOf(start));
   const run = one('RunWorkflow:orderWorkflow', childOf(startCall));
-  expect(run.service).toBe('flash-sale-worker');
+  expect(run).toMatchObject({ service: 'flash-sale-worker', attributes: { workflowId: orderId, workflowType: 'orderWorkflow' } });
+  // The workflow's identity only: no search attribute, so no buyer id, in any span.
+  expect(spans.filter((s) => JSON.stringify(s).includes(buyer)).map((s) => s.name)).toEqual([]);
 
   // Each local activity the workflow ran: scheduled in the workflow's span, run in the scheduling span.
   const order = spans.filter((s) => s.traceId === request.traceId);
@@ -165,17 +178,21 @@ test('with OTEL_TRACES_EXPORTER=otlp, the API sends its spans to the collector O
     const caller = { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex') };
     const answer = await fetch(`http://127.0.0.1:${apiPort}/api/flash-sales/time`, { headers: { traceparent: `00-${caller.traceId}-${caller.spanId}-01` } });
     expect(answer.status).toBe(200);
-    type Export = { path: string; body: { resourceSpans: { resource: { attributes: { key: string; value: { stringValue?: string } }[] }; scopeSpans: { spans: { traceId: string; parentSpanId: string; name: string }[] }[] }[] } };
+    type OtlpSpan = { traceId: string; parentSpanId?: string; name: string; links?: { traceId: string; spanId: string }[] };
+    type Export = { path: string; body: { resourceSpans: { resource: { attributes: { key: string; value: { stringValue?: string } }[] }; scopeSpans: { spans: OtlpSpan[] }[] }[] } };
     const sent = await until('the span at the collector', async () => {
       for (const e of bodies as Export[]) {
         for (const rs of e.body.resourceSpans) {
-          const span = rs.scopeSpans.flatMap((s) => s.spans).find((s) => s.traceId === caller.traceId);
+          const span = rs.scopeSpans.flatMap((s) => s.spans).find((s) => s.links?.some((l) => l.traceId === caller.traceId));
           if (span) return { path: e.path, service: rs.resource.attributes.find((a) => a.key === 'service.name')?.value.stringValue, span };
         }
       }
       return undefined;
     });
-    expect(sent).toMatchObject({ path: '/v1/traces', service: 'flash-sale-api-otlp-test', span: { name: 'GET /api/flash-sales/time', parentSpanId: caller.spanId } });
+    // A buyer route: the caller's context is a link, the span a root of its own.
+    expect(sent).toMatchObject({ path: '/v1/traces', service: 'flash-sale-api-otlp-test', span: { name: 'GET /api/flash-sales/time', links: [{ traceId: caller.traceId, spanId: caller.spanId }] } });
+    expect(sent.span.traceId).not.toBe(caller.traceId);
+    expect(sent.span.parentSpanId ?? '').toBe('');
   } finally {
     collector.close();
   }

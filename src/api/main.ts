@@ -167,7 +167,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'api');
   if (config.API_PROCESSES > 1 && cluster.isPrimary) return runProcesses(config, log);
-  const tracing = startTracing(config, 'api');
+  const tracing = startTracing(config, 'api', log);
   const api = await startApi(config, log);
   let stopping = false;
   // Ctrl-C reaches every process of the group, and the primary of API_PROCESSES passes it on too: drain once.

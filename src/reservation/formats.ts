@@ -49,7 +49,7 @@ export function parseReservation(saleId: number, stockShard: number, orderId: st
  *   order id, and the field of its terms, whose value the reserving script writes (the reservation value, with
  *   the unit it took). Two fields, not one per term: every field is one more argument of every script that
  *   reserves, which the shards bench measured at about a third of a reservation's cost with six. With tracing on,
- *   a third field first: the W3C traceparent of the reservation's span (src/tracing.ts).
+ *   a third field first: the W3C traceparent of the reservation's span (src/tracing/index.ts).
  */
 export function entryFields(o: Pick<OrderInput, 'orderId'>, traceParent?: string): string[] {
   return traceParent ? ['traceparent', traceParent, 'orderId', o.orderId, 'terms'] : ['orderId', o.orderId, 'terms'];

@@ -20,7 +20,7 @@ import { createStarter } from './starter';
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'starter');
-  const tracing = startTracing(config, 'starter');
+  const tracing = startTracing(config, 'starter', log);
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
   const redis = createRedis(config);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
@@ -28,9 +28,9 @@ async function main(): Promise<void> {
   await checkAtStart('postgres', pool.query('SELECT 1'), (line) => log.warn(line));
   const workflows = await reachTemporal(config, OrderWorkflows.connect(config));
   const store = new ReservationStore(redis, new SaleLayouts(pool));
-  // Scraped only once it listens, by which time the starter is there.
-  const metrics = await starterMetricsOf(config, () => starter.depths());
+  const metrics = await starterMetricsOf(config);
   const starter = createStarter(config, { redis, store, pool, workflows, log }, metrics.hooks);
+  metrics.readFrom(() => starter.depths());
   starter.start();
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'starter running');
   const stop = () => {

@@ -68,23 +68,29 @@ export function starterMetrics(registry: Registry, queueDepths: QueueDepths): St
   };
 }
 
+/** A starter's own metrics endpoint: the hooks for createStarter, then the starter's queue reading, and a close. */
+export interface StarterEndpoint {
+  hooks: StartHooks;
+  /** Sets where the start queue gauges are read from (the starter, once made); until then they are empty. */
+  readFrom(queueDepths: QueueDepths): void;
+  close(): Promise<void>;
+}
+
 /**
  * A starter's own metrics (and Node's defaults) at GET /metrics on STARTER_METRICS_HOST:STARTER_METRICS_PORT, for
- * the processes whose starter has no API beside it; with port 0, hooks that count nothing.
- * @returns the hooks to give createStarter, and a close for the process' end
+ * the processes whose starter has no API beside it; with port 0, hooks that count nothing. Bind it before the
+ * process starts its work, so that a port in use stops the start, not a running process.
  * @throws the listen error (EADDRINUSE…)
  */
-export async function starterMetricsOf(
-  config: Pick<Config, 'STARTER_METRICS_HOST' | 'STARTER_METRICS_PORT'>,
-  queueDepths: QueueDepths,
-): Promise<{ hooks: StartHooks; close(): Promise<void> }> {
+export async function starterMetricsOf(config: Pick<Config, 'STARTER_METRICS_HOST' | 'STARTER_METRICS_PORT'>): Promise<StarterEndpoint> {
   if (!config.STARTER_METRICS_PORT) {
     const noop = () => undefined;
-    return { hooks: { onStarted: noop, onFailure: noop, onBacklog: noop }, close: () => Promise.resolve() };
+    return { hooks: { onStarted: noop, onFailure: noop, onBacklog: noop }, readFrom: noop, close: () => Promise.resolve() };
   }
+  let source: QueueDepths = () => Promise.resolve(new Map());
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const hooks = starterMetrics(registry, queueDepths);
+  const hooks = starterMetrics(registry, () => source());
   const server = createServer((req, res) => {
     if (req.method !== 'GET' || req.url !== '/metrics') return void res.writeHead(404).end();
     registry.metrics().then(
@@ -94,5 +100,11 @@ export async function starterMetricsOf(
   });
   server.listen(config.STARTER_METRICS_PORT, config.STARTER_METRICS_HOST);
   await once(server, 'listening');
-  return { hooks, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return {
+    hooks,
+    readFrom: (queueDepths) => {
+      source = queueDepths;
+    },
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }

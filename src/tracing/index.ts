@@ -7,14 +7,15 @@
  * The sold-out answer in front of the router (soldOutAnswer) is never traced: it is most of a stampede, acts for
  * no one, and its cost is the point of it (docs/performance.md has the bench's ratios).
  */
-import { createWriteStream, type WriteStream } from 'node:fs';
-import { context, propagation, ROOT_CONTEXT, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type SpanKind } from '@opentelemetry/api';
-import { ExportResultCode, hrTimeToMilliseconds, type ExportResult } from '@opentelemetry/core';
+import { createWriteStream, openSync, type WriteStream } from 'node:fs';
+import { context, diag, DiagLogLevel, propagation, ROOT_CONTEXT, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type SpanKind } from '@opentelemetry/api';
+import { ExportResultCode, hrTimeToMilliseconds, W3CTraceContextPropagator, type ExportResult } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import type { Config } from '../config';
+import type { Logger } from '../logger';
 
 /** The tracer of our own spans (the API's, the starter's, the publisher's); a no-op until startTracing installs one. */
 export const tracer = trace.getTracer('flash-sale');
@@ -32,7 +33,7 @@ export const ATTR = {
 export interface Tracing {
   processor: SpanProcessor;
   resource: Resource;
-  /** Exports the spans still buffered and stops; call once, at the process' end. */
+  /** Exports the spans still buffered (waiting at most 5 s) and stops; call once, at the process' end. */
   shutdown(): Promise<void>;
 }
 
@@ -72,15 +73,24 @@ export function spanLine(span: ReadableSpan): SpanLine {
  * Appends each span as one JSON line to a file: the development view without a collector. Each batch is one
  * write of whole lines to a file opened for appending, so processes that share a file do not cut each other's
  * lines on a local Linux file system; one file per process (`npm run trace` reads several) needs no such care.
+ * The file is opened at once, so a path that cannot be written fails the process' start, not a sale; a failed
+ * write later (a full disk) fails that export, reported once, and never the process.
  */
 class JsonLinesExporter implements SpanExporter {
   private readonly out: WriteStream;
+  private failure: Error | undefined;
 
-  constructor(path: string) {
-    this.out = createWriteStream(path, { flags: 'a' });
+  /** @throws the fs error when the file cannot be opened for appending */
+  constructor(path: string, warn: (message: string) => void) {
+    this.out = createWriteStream(path, { fd: openSync(path, 'a') });
+    this.out.on('error', (err) => {
+      if (!this.failure) warn(`spans not written to ${path}: ${err.message}`);
+      this.failure = err;
+    });
   }
 
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    if (this.failure) return done({ code: ExportResultCode.FAILED, error: this.failure });
     const text = spans.map((s) => JSON.stringify(spanLine(s))).join('\n') + '\n';
     this.out.write(text, (err) => done(err ? { code: ExportResultCode.FAILED, error: err } : { code: ExportResultCode.SUCCESS }));
   }
@@ -90,20 +100,32 @@ class JsonLinesExporter implements SpanExporter {
   }
 }
 
+/** How long a process' end waits for its last spans (a collector that is down would hold it for 30 s). ms */
+const SHUTDOWN_WAIT_MS = 5000;
+
 /**
- * Installs this process' tracer provider (AsyncLocalStorage context, W3C trace context propagation), exporting
- * through a batch processor (OTEL_BSP_* tune it), when OTEL_TRACES_EXPORTER is not none.
+ * Installs this process' tracer provider (AsyncLocalStorage context, W3C trace context propagation only: no
+ * baggage travels with an order), exporting through a batch processor (OTEL_BSP_* tune it), when
+ * OTEL_TRACES_EXPORTER is not none. The SDK's own warnings (an export that failed, spans dropped from a full
+ * queue) go to `log`.
  * @param role the process' role: service.name is `flash-sale-<role>` unless OTEL_SERVICE_NAME says otherwise
  * @returns the installed tracing, or undefined when tracing is off
+ * @throws the fs error when OTEL_TRACES_FILE cannot be opened for appending (jsonl)
  */
-export function startTracing(config: Config, role: 'api' | 'worker' | 'starter'): Tracing | undefined {
+export function startTracing(config: Config, role: 'api' | 'worker' | 'starter', log: Logger): Tracing | undefined {
   if (config.OTEL_TRACES_EXPORTER === 'none') return undefined;
+  const warn = (message: string) => log.warn({ component: 'opentelemetry' }, message);
+  diag.setLogger({ error: warn, warn, info: () => undefined, debug: () => undefined, verbose: () => undefined }, DiagLogLevel.WARN);
   const resource = Resource.default().merge(new Resource({ 'service.name': config.OTEL_SERVICE_NAME ?? `flash-sale-${role}` }));
-  const exporter = config.OTEL_TRACES_EXPORTER === 'otlp' ? new OTLPTraceExporter() : new JsonLinesExporter(config.OTEL_TRACES_FILE);
+  const exporter = config.OTEL_TRACES_EXPORTER === 'otlp' ? new OTLPTraceExporter() : new JsonLinesExporter(config.OTEL_TRACES_FILE, warn);
   const processor = new BatchSpanProcessor(exporter);
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
-  provider.register();
-  return { processor, resource, shutdown: () => provider.shutdown() };
+  provider.register({ propagator: new W3CTraceContextPropagator() });
+  return {
+    processor,
+    resource,
+    shutdown: () => Promise.race([provider.shutdown(), new Promise<void>((resolve) => setTimeout(resolve, SHUTDOWN_WAIT_MS).unref())]),
+  };
 }
 
 /**

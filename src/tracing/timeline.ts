@@ -2,25 +2,41 @@
  * One order's timeline from spans (SpanLine, as OTEL_TRACES_EXPORTER=jsonl writes them): the development view
  * of a trace where no collector runs (`npm run trace`). Pure functions over the spans read, but readSpanFiles.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
+import { StringDecoder } from 'node:string_decoder';
 import { ATTR, type SpanLine } from './index';
 
 /**
- * @returns the spans of JSON lines files; a line cut short (a process killed mid-write) is skipped
+ * @returns the spans of JSON lines files, read a chunk at a time (a sale's files pass the size of one string); a
+ *   line cut short (a process killed mid-write) is skipped
  * @throws the fs error of a file that cannot be read
  */
 export function readSpanFiles(files: readonly string[]): SpanLine[] {
-  return files.flatMap((file) =>
-    readFileSync(file, 'utf8')
-      .split('\n')
-      .flatMap((line) => {
-        try {
-          return line ? [JSON.parse(line) as SpanLine] : [];
-        } catch {
-          return [];
+  const spans: SpanLine[] = [];
+  const chunk = Buffer.alloc(1 << 20);
+  for (const file of files) {
+    const fd = openSync(file, 'r');
+    try {
+      const decoder = new StringDecoder('utf8');
+      let rest = '';
+      const take = (text: string) => {
+        const lines = (rest + text).split('\n');
+        rest = lines.pop() ?? '';
+        for (const line of lines) {
+          try {
+            if (line) spans.push(JSON.parse(line) as SpanLine);
+          } catch {
+            // Cut short: skipped.
+          }
         }
-      }),
-  );
+      };
+      for (let n; (n = readSync(fd, chunk, 0, chunk.length, null)) > 0; ) take(decoder.write(chunk.subarray(0, n)));
+      take(decoder.end() + '\n');
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return spans;
 }
 
 /** An order's trace, and the traces that link to it (its payment's). */
@@ -34,10 +50,17 @@ export interface OrderTrace {
 
 const RUN_PLACE_ORDER = 'RunActivity:placeOrder';
 
+/** @returns the earliest start among the spans (ms); a loop, not Math.min(...), which a large trace overflows */
+const earliest = (spans: readonly SpanLine[]) => spans.reduce((min, s) => Math.min(min, s.startMs), Infinity);
+
 /** @returns each order's trace (found by its reserve span's order id) with the spans that link into it */
 export function orderTraces(spans: readonly SpanLine[]): OrderTrace[] {
   const byTrace = new Map<string, SpanLine[]>();
-  for (const s of spans) byTrace.set(s.traceId, [...(byTrace.get(s.traceId) ?? []), s]);
+  for (const s of spans) {
+    const own = byTrace.get(s.traceId);
+    if (own) own.push(s);
+    else byTrace.set(s.traceId, [s]);
+  }
   const linkedFrom = new Map<string, Set<string>>();
   for (const s of spans) for (const l of s.links) linkedFrom.set(l.traceId, (linkedFrom.get(l.traceId) ?? new Set()).add(s.traceId));
   const out: OrderTrace[] = [];
@@ -45,7 +68,7 @@ export function orderTraces(spans: readonly SpanLine[]): OrderTrace[] {
     const reserve = own.find((s) => s.name === 'reserve' && typeof s.attributes[ATTR.orderId] === 'string');
     if (!reserve) continue;
     const linked = [...(linkedFrom.get(traceId) ?? [])].filter((t) => t !== traceId).flatMap((t) => byTrace.get(t) ?? []);
-    const first = Math.min(...own.map((s) => s.startMs));
+    const first = earliest(own);
     const placed = own.find((s) => s.name === RUN_PLACE_ORDER);
     out.push({
       orderId: String(reserve.attributes[ATTR.orderId]),
@@ -74,7 +97,7 @@ const ms = (n: number) => `${n.toFixed(1)} ms`.padStart(11);
  *   deterministic clock), so they may start a little before the activity that runs in them.
  */
 export function formatTimeline(t: OrderTrace): string {
-  const start = Math.min(...t.spans.map((s) => s.startMs));
+  const start = earliest(t.spans);
   const lines = [`order ${t.orderId}  trace ${t.traceId}` + (t.placedAfterMs === undefined ? '  (not placed yet)' : `  placed after ${t.placedAfterMs.toFixed(0)} ms`)];
   const traces = [t.traceId, ...new Set(t.spans.map((s) => s.traceId).filter((id) => id !== t.traceId))];
   for (const traceId of traces) {

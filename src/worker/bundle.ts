@@ -1,6 +1,6 @@
 /**
  * The workflow bundles (webpack output of src/workflows) the worker runs: one plain, one with Temporal's
- * OpenTelemetry workflow interceptors for tracing on (src/tracing.ts), since a prebuilt bundle cannot take
+ * OpenTelemetry workflow interceptors for tracing on (src/tracing/index.ts), since a prebuilt bundle cannot take
  * interceptors at the worker's start. `npm run build` writes both once ahead of time beside the compiled worker
  * (dist/workflow-bundle.js, dist/workflow-bundle-traced.js), as Temporal recommends for production: a worker
  * then starts without webpack. Run from the TypeScript sources (tests, tsx), one is built in memory instead.

@@ -5,8 +5,9 @@
  */
 import { once } from 'node:events';
 import type { Pool } from 'pg';
-import { makeWorkflowExporter, OpenTelemetryActivityInboundInterceptor, OpenTelemetryActivityOutboundInterceptor } from '@temporalio/interceptors-opentelemetry';
+import { makeWorkflowExporter, OpenTelemetryActivityInboundInterceptor, OpenTelemetryActivityOutboundInterceptor, type SerializableSpan } from '@temporalio/interceptors-opentelemetry';
 import { NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata, type Logger as TemporalLogger, type WorkerOptions } from '@temporalio/worker';
+import type { WorkflowInfo } from '@temporalio/workflow';
 import { createActivities } from '../activities';
 import { loadConfig, type Config } from '../config';
 import { temporalConnection } from '../connections';
@@ -35,9 +36,10 @@ export interface RunningWorker {
 /**
  * Creates and starts a worker.
  * @param log where an outage of PostgreSQL, Redis or Kafka at start is reported (the worker starts anyway)
- * @param tracing this process' tracing (src/tracing.ts), when on: the bundle must then be the traced one
+ * @param tracing this process' tracing (src/tracing/index.ts), when on: the bundle must then be the traced one
  * @throws DependencyError naming PostgreSQL, Redis or Kafka when one is wrongly configured (TLS,
- *   credentials), or Temporal when it is out of reach; the clients opened so far are closed
+ *   credentials), or Temporal when it is out of reach; the starter's metrics port's listen error
+ *   (STARTER_IN_WORKER); the worker and the clients opened so far are stopped and closed
  */
 export async function startWorker(
   config: Config,
@@ -85,16 +87,26 @@ export async function startWorker(
     ...(tracing && tracedWorker(tracing)),
   });
   const run = worker.run();
-  const starter = config.STARTER_IN_WORKER ? await startStarter(config, { connection, pool, store: reservations, log }) : undefined;
+  const stopWorker = async () => {
+    if (worker.getState() === 'RUNNING') worker.shutdown();
+    await run;
+    await Promise.allSettled([connection.close(), events.disconnect(), redis.quit(), pool.end()]);
+  };
+  let starter: { stop(): Promise<void> } | undefined;
+  try {
+    starter = config.STARTER_IN_WORKER ? await startStarter(config, { connection, pool, store: reservations, log }) : undefined;
+  } catch (err) {
+    // Its metrics port taken: no worker is left polling with nobody to stop it.
+    await stopWorker();
+    throw err;
+  }
   return {
     worker,
     run,
     async shutdown() {
       // The starter first: a start it makes now could hand its first task to a worker that no longer polls.
       await starter?.stop();
-      if (worker.getState() === 'RUNNING') worker.shutdown();
-      await run;
-      await Promise.allSettled([connection.close(), events.disconnect(), redis.quit(), pool.end()]);
+      await stopWorker();
     },
   };
 }
@@ -110,13 +122,19 @@ async function startStarter(config: Config, clients: { connection: NativeConnect
   const redis = createRedis(config);
   const log = clients.log.child({ role: 'starter' });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
-  // Scraped only once it listens, by which time the starter is there.
-  const metrics = await starterMetricsOf(config, () => starter.depths());
+  let metrics;
+  try {
+    metrics = await starterMetricsOf(config);
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
   const starter = createStarter(
     config,
     { redis, store: clients.store, pool: clients.pool, workflows: OrderWorkflows.onWorker(clients.connection, config), log },
     metrics.hooks,
   );
+  metrics.readFrom(() => starter.depths());
   starter.start();
   return {
     async stop() {
@@ -129,14 +147,18 @@ async function startStarter(config: Config, clients: { connection: NativeConnect
 /**
  * What Temporal's OpenTelemetryPlugin adds to a worker, but its workflow interceptors, which a prebuilt bundle
  * holds already (the plugin's would only draw the SDK's warning): an activity's span, the child of the span that
- * scheduled it, and the sink the workflow's spans leave the sandbox through.
+ * scheduled it, and the sink the workflow's spans leave the sandbox through. That sink copies the whole
+ * WorkflowInfo onto every workflow span, search attributes included (the buyer's id, UserId); it is handed only
+ * the workflow's identity, which keeps buyer ids out of traces and a workflow span at a third of its size.
  */
 function tracedWorker({ processor, resource }: Tracing): Pick<WorkerOptions, 'interceptors' | 'sinks'> {
+  const { export: sink } = makeWorkflowExporter(processor, resource);
+  const identity = ({ workflowId, runId, workflowType, taskQueue, namespace, attempt }: WorkflowInfo) => ({ workflowId, runId, workflowType, taskQueue, namespace, attempt });
   return {
     interceptors: {
       activity: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })],
     },
-    sinks: { exporter: makeWorkflowExporter(processor, resource) },
+    sinks: { exporter: { export: { ...sink, fn: (info, spans: SerializableSpan[]) => sink.fn(identity(info) as WorkflowInfo, spans) } } },
   };
 }
 
@@ -189,7 +211,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'worker');
   installWorkerRuntime(config, log);
-  const tracing = startTracing(config, 'worker');
+  const tracing = startTracing(config, 'worker', log);
   const running = await startWorker(config, await workflowBundle(tracing !== undefined), log, tracing);
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'worker running');
   const stop = () => {

@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { installTestRuntime } from '../temporalRuntime';
 
 jest.setTimeout(60_000);
@@ -35,4 +36,10 @@ test('an order that expired before the compensation was a step replays without o
   const { history, steps } = recorded('expired-before-compensation-step.binpb');
   expect(steps).toEqual(['placeOrder', 'settleOrder']);
   await expect(Worker.runReplayHistory({ workflowBundle: bundle }, history)).resolves.toBeUndefined();
+});
+
+test('an untraced order replays on the traced bundle: tracing switched on mid-sale fails no order in flight', async () => {
+  const { history } = recorded('expired-before-compensation-step.binpb');
+  const traced = await buildWorkflowBundle(true);
+  await expect(Worker.runReplayHistory(traced, history)).resolves.toBeUndefined();
 });
