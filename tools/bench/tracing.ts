@@ -12,11 +12,16 @@
  *   one reservation span.
  *
  * For each it prints answers per second and the API process' CPU time per answer (/proc), and the median over
- * the rounds of each target's ratio to tracing off. Nothing starts the orders (no starter runs): their start
- * queues are deleted at the end. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
+ * the rounds of each target's ratio to tracing off. Nothing starts those orders (no starter runs): their start
+ * queues are deleted. Then the back end's share, tracing off against on for every trace: BENCH_TRACING_DRAIN
+ * orders through the target's API, a starter and a worker of the same setting (started for the round, on a
+ * task queue of their own), each order expiring a second after its 202 and giving its unit back; it prints
+ * orders per second to the last unit back and CPU ms per order of the worker, the starter, Temporal and
+ * PostgreSQL, and their ratios. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
  *
  * Options (environment): BENCH_TRACING_SOLDOUT (50000), BENCH_TRACING_ORDERS (5000), BENCH_ROUNDS (5),
- * BENCH_CONNECTIONS (100), BENCH_PIN (1: the API processes on CPU 0, the crowd on CPU 1; 0 leaves it to the OS).
+ * BENCH_CONNECTIONS (100), BENCH_PIN (1: the API processes on CPU 0, the crowd on CPU 1 for the API's rounds;
+ * 0 leaves it to the OS), BENCH_TRACING_DRAIN (500), BENCH_TRACING_DRAIN_ROUNDS (2).
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -33,7 +38,7 @@ import { ReservationStore } from '../../src/reservation/store';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { appendResult } from '../shared/benchResults';
 import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press } from '../shared/crowd';
-import { treesCpuMs } from '../shared/procCpu';
+import { stackPid, temporalPids, treesCpuMs } from '../shared/procCpu';
 import { freePort, startChild, type Child } from '../shared/processes';
 
 const SOLDOUT_PRESSES = Number(process.env.BENCH_TRACING_SOLDOUT ?? 50_000);
@@ -66,9 +71,31 @@ interface Figures {
 // The API processes on CPU 0, the crowd (this process) on CPU 1, so the two do not take turns on one core.
 const PIN = process.env.BENCH_PIN !== '0' && process.platform === 'linux' && cpus().length >= 2;
 
-/** Pins a process and all its threads to one CPU (taskset). @throws when taskset fails */
-function pin(pid: number, cpu: number): void {
+/** Pins a process and all its threads to CPUs (taskset: `1`, `0-1`). @throws when taskset fails */
+function pin(pid: number, cpu: number | string): void {
   execFileSync('taskset', ['--all-tasks', '--cpu-list', '--pid', String(cpu), String(pid)], { stdio: 'ignore' });
+}
+
+const DRAIN_ORDERS = Number(process.env.BENCH_TRACING_DRAIN ?? 500);
+const DRAIN_ROUNDS = Number(process.env.BENCH_TRACING_DRAIN_ROUNDS ?? 2);
+const DRAIN_TARGETS = ['off', 'on-100%'] as const;
+const DRAIN_TIMEOUT_MS = 600_000;
+
+interface Drain {
+  target: Target;
+  round: number;
+  orders: number;
+  perS: number;
+  cpuMsPerOrder: { worker: number; starter: number; temporal: number; postgres: number };
+}
+
+/** Resolves once check() holds, asking every 200 ms. @throws after timeoutMs */
+async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not done after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
 }
 
 const median = (values: number[]) => {
@@ -93,7 +120,7 @@ async function main(): Promise<void> {
       return { buyer, token: sign({ sub: buyer }), itemId };
     });
   const sales: number[] = [];
-  const newSale = async (quantity: number) => {
+  const newSale = async (quantity: number, paymentWindowMs = 600_000) => {
     const now = Date.now();
     const sale = await createSale(
       pool,
@@ -101,7 +128,7 @@ async function main(): Promise<void> {
         name: `bench-tracing-${randomUUID()}`,
         startsAt: new Date(now - 1000).toISOString(),
         endsAt: new Date(now + 3_600_000).toISOString(),
-        paymentWindowMs: 600_000,
+        paymentWindowMs,
         items: [{ productId: 'bench', quantity, priceMinor: 100, currency: 'EUR' }],
       },
       shardPlacer(store.redis),
@@ -111,9 +138,15 @@ async function main(): Promise<void> {
     return sale;
   };
 
+  // A sale's start queues, deleted once no starter is to take them (the accept rounds' orders are never started).
+  const dropStartQueues = async () => {
+    for (const saleId of sales.splice(0)) for (const tag of (await store.layouts.get(saleId)).tags) await redis.del(shardKeys(tag).startQueue);
+  };
+
   const targets = Object.keys(TARGETS) as Target[];
   const apis = new Map<Target, { child: Child; url: string }>();
   const results: Figures[] = [];
+  const drains: Drain[] = [];
   try {
     for (const target of targets) {
       const port = await freePort();
@@ -155,10 +188,43 @@ async function main(): Promise<void> {
         await measure('accept', target, round, presses(sale.items[0].itemId, ORDERS), gate);
       }
     }
+    // No starter was to start these orders: their start queues go before the drain's starters run.
+    await dropStartQueues();
+    if (PIN) pin(process.pid, `0-${cpus().length - 1}`);
+
+    // The back end's share: orders through a starter and a worker of the target's setting, one pair at a time,
+    // each on a task queue of its own; every order expires a second after its 202 and gives its unit back.
+    for (let round = 1; round <= DRAIN_ROUNDS; round++) {
+      for (const target of round % 2 ? DRAIN_TARGETS : [...DRAIN_TARGETS].reverse()) {
+        const env = { ...process.env, ...TARGETS[target], TEMPORAL_TASK_QUEUE: `bench-tracing-${randomUUID()}`, STARTER_MAX_BACKLOG: '1000000' };
+        const spans = (role: string) => ({ ...env, OTEL_TRACES_FILE: join(dir, `drain-${target}-${role}.jsonl`) });
+        const worker = startChild('worker', 'dist/worker/main.js', spans('worker'), join(dir, `drain-${target}-worker.log`), 'worker running');
+        const starter = startChild('starter', 'dist/starter/main.js', spans('starter'), join(dir, `drain-${target}-starter.log`), 'starter running');
+        try {
+          await Promise.all([worker.ready, starter.ready]);
+          const sale = await newSale(DRAIN_ORDERS, 1000);
+          const itemId = sale.items[0].itemId;
+          const stockKey = shardKeys((await store.layouts.get(sale.saleId)).tags[0]).stock(itemId);
+          const parts = { worker: worker.process.pid as number, starter: starter.process.pid as number, temporal: temporalPids(), postgres: stackPid('pg/data/postmaster.pid') };
+          const before = treesCpuMs(parts);
+          const started = performance.now();
+          const url = apis.get(target)?.url as string;
+          const answers = await pressAll({ baseUrl: url, presses: presses(itemId, DRAIN_ORDERS), gate: await saleGateOf(url, sale.saleId, Date.now() + 10_000), concurrency: CONNECTIONS, rate: 0, deadlineMs: Date.now() + 120_000 });
+          // Every unit back in stock: every order placed, expired and compensated.
+          await until(async () => (await redis.llen(stockKey)) === DRAIN_ORDERS, DRAIN_TIMEOUT_MS);
+          const seconds = (performance.now() - started) / 1000;
+          const after = treesCpuMs(parts);
+          const perOrder = (part: keyof typeof parts) => (after[part] - before[part]) / DRAIN_ORDERS;
+          drains.push({ target, round, orders: answers.filter((a) => a.status === 202).length, perS: DRAIN_ORDERS / seconds, cpuMsPerOrder: { worker: perOrder('worker'), starter: perOrder('starter'), temporal: perOrder('temporal'), postgres: perOrder('postgres') } });
+          process.stderr.write(`  drain round ${round} ${target}: ${(DRAIN_ORDERS / seconds).toFixed(1)} orders/s\n`);
+        } finally {
+          await Promise.allSettled([starter.stop(), worker.stop()]);
+        }
+      }
+    }
   } finally {
     await Promise.allSettled([...apis.values()].map((a) => a.child.stop()));
-    // No starter will start these orders: their start queues go, so that no later starter does.
-    for (const saleId of sales) for (const tag of (await store.layouts.get(saleId)).tags) await redis.del(shardKeys(tag).startQueue);
+    await dropStartQueues();
     await Promise.allSettled([pool.end(), redis.quit()]);
   }
 
@@ -180,9 +246,21 @@ async function main(): Promise<void> {
       console.log(`${path} ${target}/off: answers/s ${rate.toFixed(3)}, API CPU per answer ${cpu.toFixed(3)} (median of ${ROUNDS} rounds)`);
     }
   }
+  console.table(
+    drains.map((d) => ({ round: d.round, target: d.target, 'orders/s': Number(d.perS.toFixed(1)), ...Object.fromEntries(Object.entries(d.cpuMsPerOrder).map(([k, v]) => [`${k} ms/order`, Number(v.toFixed(2))])) })),
+  );
+  const drainOf = (target: Target, round: number) => drains.find((d) => d.target === target && d.round === round) as Drain;
+  const drainRatio = (value: (d: Drain) => number) => median(Array.from({ length: DRAIN_ROUNDS }, (_, i) => value(drainOf('on-100%', i + 1)) / value(drainOf('off', i + 1))));
+  const drainRatios = {
+    perS: drainRatio((d) => d.perS),
+    ...(Object.fromEntries((['worker', 'starter', 'temporal', 'postgres'] as const).map((k) => [k, drainRatio((d) => d.cpuMsPerOrder[k])])) as Record<keyof Drain['cpuMsPerOrder'], number>),
+  };
+  console.log(
+    `drain of ${DRAIN_ORDERS} orders (placed, expired, compensated) per round, on-100%/off, median of ${DRAIN_ROUNDS} rounds: orders/s ${drainRatios.perS.toFixed(3)}; CPU per order: worker ${drainRatios.worker.toFixed(3)}, starter ${drainRatios.starter.toFixed(3)}, Temporal ${drainRatios.temporal.toFixed(3)}, PostgreSQL ${drainRatios.postgres.toFixed(3)}`,
+  );
   const spanBytes = (target: Target) => statSync(join(dir, `${target}.jsonl`), { throwIfNoEntry: false })?.size ?? 0;
   console.log(`span files: on-1% ${spanBytes('on-1%')} bytes, on-100% ${spanBytes('on-100%')} bytes (${dir})`);
-  appendResult('tracing', { loadavgBefore: loadBefore, soldOutPresses: SOLDOUT_PRESSES, orders: ORDERS, rounds: ROUNDS, connections: CONNECTIONS, results: measured, ratios: summary });
+  appendResult('tracing', { loadavgBefore: loadBefore, soldOutPresses: SOLDOUT_PRESSES, orders: ORDERS, rounds: ROUNDS, connections: CONNECTIONS, results: measured, ratios: summary, drains, drainRatios });
 }
 
 main().catch((err: unknown) => {
