@@ -42,13 +42,23 @@ function environment(name: string): Record<string, string> {
 }
 
 test('has the four services, the one-shot topic initialiser and migration, the API and the worker', () => {
-  expect(Object.keys(services).sort()).toEqual(['api', 'grafana', 'kafka', 'kafka-init', 'migrate', 'postgres', 'prometheus', 'redis', 'redis-cluster', 'temporal', 'worker']);
+  expect(Object.keys(services).sort()).toEqual(['api', 'grafana', 'jaeger', 'kafka', 'kafka-init', 'migrate', 'postgres', 'prometheus', 'redis', 'redis-cluster', 'temporal', 'worker']);
 });
 
 test('the API, the worker and the migration run the compiled service from Dockerfile on plain node, against the compose services', () => {
   const commands = Object.fromEntries(['migrate', 'api', 'worker'].map((name) => [name, service(name).command]));
   expect(commands).toEqual({ migrate: ['node', 'dist/cli/migrate.js'], api: ['node', 'dist/api/main.js'], worker: ['node', 'dist/worker/main.js'] });
-  const serviceEnv = { PGHOST: 'postgres', REDIS_HOST: 'redis', KAFKA_HOST: 'kafka', KAFKA_PORT: '29092', TEMPORAL_HOST: 'temporal', API_HOST: '0.0.0.0' };
+  const serviceEnv = {
+    PGHOST: 'postgres',
+    REDIS_HOST: 'redis',
+    KAFKA_HOST: 'kafka',
+    KAFKA_PORT: '29092',
+    TEMPORAL_HOST: 'temporal',
+    API_HOST: '0.0.0.0',
+    // Off unless the user's environment says otherwise; then to the tracing profile's Jaeger (OTLP/HTTP).
+    OTEL_TRACES_EXPORTER: '${OTEL_TRACES_EXPORTER:-none}',
+    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318',
+  };
   for (const name of ['migrate', 'api', 'worker']) {
     expect(service(name).build).toBe('.');
     // The worker also serves Temporal Core's metrics to the compose Prometheus.
@@ -80,7 +90,17 @@ test('publishes the stack.env ports, on 127.0.0.1 only', () => {
     temporal: [`127.0.0.1:${stack.TEMPORAL_PORT}:${stack.TEMPORAL_PORT}`, `127.0.0.1:${stack.TEMPORAL_UI_PORT}:${stack.TEMPORAL_UI_PORT}`],
     prometheus: ['127.0.0.1:9090:9090'],
     grafana: ['127.0.0.1:3001:3000'],
+    jaeger: ['127.0.0.1:16686:16686'],
   });
+});
+
+test('the tracing profile runs Jaeger, which takes OTLP/HTTP on the port the services send to', () => {
+  const jaeger = service('jaeger') as Service & { profiles?: string[] };
+  expect(jaeger.profiles).toEqual(['tracing']);
+  // The all-in-one image takes OTLP from 1.35 on, on 4318 for HTTP.
+  const [, major, minor] = /^jaegertracing\/all-in-one:(\d+)\.(\d+)\.\d+$/.exec(jaeger.image ?? '') ?? [];
+  expect(Number(major) > 1 || Number(minor) >= 35).toBe(true);
+  for (const name of ['api', 'worker']) expect(new URL(environment(name).OTEL_EXPORTER_OTLP_ENDPOINT)).toMatchObject({ hostname: 'jaeger', port: '4318' });
 });
 
 test('Prometheus evaluates monitoring/alerts.yml on the jobs its rules name; Grafana shows the dashboard from it', () => {
