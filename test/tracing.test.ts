@@ -22,6 +22,7 @@ import { saleGateOf } from '../tools/shared/crowd';
 import { freePort, startChild, type Child } from '../tools/shared/processes';
 import { buyerToken, connectClients, createTestSale, orderResult, orderRow, testConfig, until, type Clients } from './helpers';
 import { openEventTap, type EventTap } from './kafka';
+import { installTestRuntime } from './temporalRuntime';
 
 jest.setTimeout(180_000);
 
@@ -30,6 +31,8 @@ const children: Child[] = [];
 let clients: Clients;
 let tap: EventTap;
 beforeAll(async () => {
+  // The replay's worker logs through Jest's console, not around its output.
+  installTestRuntime();
   clients = connectClients(config);
   tap = await openEventTap(config);
 });
