@@ -4,9 +4,11 @@
  * workflow may publish an event twice (a retried activity); the insert is ON CONFLICT (event_id) DO NOTHING,
  * so a copy changes nothing (I5). Offsets are committed only after the batch's insert has committed: a crash
  * in between redelivers the batch, and the copies are dropped by the same rule. Messages that are not order
- * events are logged and skipped, so one bad message cannot stall its partition.
+ * events are logged and skipped, so one bad message cannot stall its partition. With tracing on, each batch is a
+ * CONSUMER span linked to its messages' publish spans.
  */
-import type { Consumer, KafkaMessage } from 'kafkajs';
+import { SpanKind, type Attributes, type Link } from '@opentelemetry/api';
+import type { Batch, Consumer, EachBatchPayload, KafkaMessage } from 'kafkajs';
 import type { Pool } from 'pg';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
@@ -15,6 +17,7 @@ import type { OrderEvent } from '../order/events';
 import { isOrderId } from '../order/types';
 import { createKafka } from '../kafka';
 import { createLogger, type Logger } from '../logger';
+import { inSpan, linkTo, startTracing } from '../tracing';
 
 /** Consumer group of the ledger; a second ledger process in the same group shares the partitions. */
 export const LEDGER_GROUP_ID = 'flash-sale-ledger';
@@ -72,6 +75,19 @@ async function record(pool: Pool, rows: readonly LedgerRow[]): Promise<number> {
 }
 
 /**
+ * A batch's CONSUMER span (tracing on): linked to each message's publish span, whose context its `traceparent`
+ * header carries (src/order/publisher.ts), so every order's trace leads to where its events were recorded.
+ */
+function batchSpan(batch: Batch): { kind: SpanKind; attributes: Attributes; links: Link[] } {
+  const links = batch.messages.flatMap((m) => linkTo(m.headers?.traceparent?.toString()) ?? []);
+  return {
+    kind: SpanKind.CONSUMER,
+    attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'process', 'messaging.destination.name': batch.topic, 'messaging.batch.message_count': batch.messages.length },
+    links,
+  };
+}
+
+/**
  * Joins the ledger's consumer group on config.KAFKA_TOPIC and records every event in order_events.
  * @throws kafkajs errors when the broker is unreachable at start
  */
@@ -81,27 +97,31 @@ export async function startLedger(config: Config, pool: Pool, options: LedgerOpt
     groupId: options.groupId ?? LEDGER_GROUP_ID,
     allowAutoTopicCreation: false,
   });
+  /** Records a batch, then commits its offsets: after the insert, so a crash before the commit redelivers it. */
+  const recordBatch = async ({ batch, resolveOffset, heartbeat }: EachBatchPayload): Promise<void> => {
+    const rows: LedgerRow[] = [];
+    for (const message of batch.messages) {
+      const row = parse(message);
+      if (row) rows.push(row);
+      else log.warn({ partition: batch.partition, offset: message.offset }, 'skipping a message that is not an order event');
+    }
+    const inserted = rows.length ? await record(pool, rows) : 0;
+    const last = batch.messages[batch.messages.length - 1].offset;
+    resolveOffset(last);
+    // Committed after the insert: a crash before this line redelivers the batch, which inserts nothing new.
+    await consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: String(BigInt(last) + 1n) }]);
+    await heartbeat();
+    log.debug({ partition: batch.partition, received: batch.messages.length, inserted }, 'ledger batch recorded');
+  };
   await consumer.connect();
   try {
     await consumer.subscribe({ topic: config.KAFKA_TOPIC, fromBeginning: options.fromBeginning ?? true });
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
-      eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
-        if (batch.messages.length === 0) return;
-        const rows: LedgerRow[] = [];
-        for (const message of batch.messages) {
-          const row = parse(message);
-          if (row) rows.push(row);
-          else log.warn({ partition: batch.partition, offset: message.offset }, 'skipping a message that is not an order event');
-        }
-        const inserted = rows.length ? await record(pool, rows) : 0;
-        const last = batch.messages[batch.messages.length - 1].offset;
-        resolveOffset(last);
-        // Committed after the insert: a crash before this line redelivers the batch, which inserts nothing new.
-        await consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: String(BigInt(last) + 1n) }]);
-        await heartbeat();
-        log.debug({ partition: batch.partition, received: batch.messages.length, inserted }, 'ledger batch recorded');
+      eachBatch: async (payload) => {
+        if (payload.batch.messages.length === 0) return;
+        await inSpan(`process ${payload.batch.topic}`, batchSpan(payload.batch), () => recordBatch(payload));
       },
     });
   } catch (err) {
@@ -114,6 +134,7 @@ export async function startLedger(config: Config, pool: Pool, options: LedgerOpt
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL, 'ledger');
+  const tracing = startTracing(config, 'ledger', log);
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
   const ledger = await startLedger(config, pool, { log });
   log.info({ topic: config.KAFKA_TOPIC, groupId: LEDGER_GROUP_ID }, 'ledger running');
@@ -122,6 +143,7 @@ async function main(): Promise<void> {
     void ledger
       .stop()
       .then(() => pool.end())
+      .then(() => tracing?.shutdown())
       .then(() => process.exit(0));
   };
   process.once('SIGINT', stop);

@@ -112,7 +112,7 @@ const SHUTDOWN_WAIT_MS = 5000;
  * @returns the installed tracing, or undefined when tracing is off
  * @throws the fs error when OTEL_TRACES_FILE cannot be opened for appending (jsonl)
  */
-export function startTracing(config: Config, role: 'api' | 'worker' | 'starter', log: Logger): Tracing | undefined {
+export function startTracing(config: Config, role: 'api' | 'worker' | 'starter' | 'ledger', log: Logger): Tracing | undefined {
   if (config.OTEL_TRACES_EXPORTER === 'none') return undefined;
   const warn = (message: string) => log.warn({ component: 'opentelemetry' }, message);
   diag.setLogger({ error: warn, warn, info: () => undefined, debug: () => undefined, verbose: () => undefined }, DiagLogLevel.WARN);

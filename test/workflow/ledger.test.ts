@@ -1,11 +1,16 @@
 /**
  * The downstream ledger (src/consumers/ledger.ts) against the real Kafka topic and PostgreSQL: an event
  * published twice, and a whole batch delivered again after the consumer group's offsets went back (as after a
- * crash before the commit), each leave one order_events row per eventId (I5).
+ * crash before the commit), each leave one order_events row per eventId (I5); with tracing on (an in-memory
+ * exporter in this process), each batch's span links to the publish spans of its messages.
  * The ledger runs in a consumer group of its own, positioned at the topic's end before it starts, so it reads
  * only what this suite publishes after that.
  */
 import { randomUUID } from 'node:crypto';
+import { trace } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import type { Admin } from 'kafkajs';
 import { startLedger, type RunningLedger } from '../../src/consumers/ledger';
 import { orderEvent, type OrderEvent } from '../../src/order/events';
@@ -46,6 +51,10 @@ async function rowsOf(orderId: string): Promise<{ event_id: string; type: string
   );
   return res.rows;
 }
+
+// Tracing on in this process (Jest gives each suite its own globals): the publisher's and the ledger's spans.
+const spans = new InMemorySpanExporter();
+new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }).register({ propagator: new W3CTraceContextPropagator() });
 
 beforeAll(async () => {
   clients = connectClients(config);
@@ -105,4 +114,18 @@ test('a batch delivered again after the offsets went back (crash before commit) 
   expect(await rowsOf(orderId)).toEqual([
     { event_id: `${orderId}:OrderPlaced`, type: 'OrderPlaced', sale_id: placed.saleId, item_id: placed.itemId, user_id: placed.userId },
   ]);
+});
+
+test("a batch's span links to the publish span of each of its messages", async () => {
+  const { placed, paid } = await newOrderEvents();
+  await trace.getTracer('test').startActiveSpan('the workflow', async (workflow) => {
+    await events.publishAll([placed, paid]);
+    workflow.end();
+  });
+  await ledgerCaughtUp();
+  const finished = spans.getFinishedSpans();
+  const published = finished.filter((s) => s.name === `publish ${config.KAFKA_TOPIC}` && [placed.eventId, paid.eventId].includes(String(s.attributes['messaging.message.id'])));
+  expect(published).toHaveLength(2);
+  const linked = finished.filter((s) => s.name === `process ${config.KAFKA_TOPIC}`).flatMap((s) => s.links.map((l) => l.context.spanId));
+  for (const p of published) expect(linked).toContain(p.spanContext().spanId);
 });
