@@ -54,7 +54,6 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
     registers: [registry],
     collect: flushSoldOut,
   });
-  // prom-client collects all metrics of a scrape at once: the two start queue gauges share one read.
   // A payment that waits for a connection waits here, not in PostgreSQL: the pool's queue is the first suspect.
   new Gauge({
     name: 'flash_sale_pg_pool_connections',

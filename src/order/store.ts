@@ -199,7 +199,7 @@ export class Orders {
 
   /**
    * @returns the traceparent of the span that stored the order (place, tracing on), or undefined: none stored,
-   *   or no such row. One more read, made only with tracing on, for the payment's span to link to.
+   *   or no such row. One more read, made only for a recorded payment span, which links to it.
    */
   async traceParentOf(orderId: string): Promise<string | undefined> {
     const res = await this.pool.query<{ traceParent: string | null }>('SELECT trace_parent AS "traceParent" FROM orders WHERE id = $1', [orderId]);

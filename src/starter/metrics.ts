@@ -38,6 +38,7 @@ export function starterMetrics(registry: Registry, queueDepths: QueueDepths): St
     labelNames: ['cause'] as const,
     registers: [registry],
   });
+  // prom-client collects all metrics of a scrape at once: the two start queue gauges share one read.
   let reading: ReturnType<QueueDepths> | undefined;
   const depths = () =>
     (reading ??= queueDepths().finally(() => {
