@@ -32,6 +32,10 @@
 # Non-interactive (CI=true friendly); `up` is idempotent and takes seconds when everything already runs.
 set -euo pipefail
 
+# OTEL_* variables are the services' tracing settings (docs/operations.md, Traces), not the stack's: the
+# Temporal server reads them too, and dies on one it does not know (OTEL_TRACES_EXPORTER=jsonl).
+while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep '^OTEL_' || true)
+
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 set -a # export the settings: scripts/kafka-topics.ts reads them too
 # shellcheck source=scripts/stack.env

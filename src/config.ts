@@ -329,8 +329,8 @@ const schema = fields
     if (env.REDIS_CLUSTER_NODES && env.REDIS_DB !== 0) {
       ctx.addIssue({ code: 'custom', path: ['REDIS_DB'], message: 'a Redis Cluster has database 0 only (use REDIS_KEY_PREFIX to share one)' });
     }
-    if (env.STARTER_METRICS_PORT && env.STARTER_METRICS_PORT === env.WORKER_METRICS_PORT) {
-      ctx.addIssue({ code: 'custom', path: ['STARTER_METRICS_PORT'], message: 'must differ from WORKER_METRICS_PORT (a worker with STARTER_IN_WORKER serves both)' });
+    if (env.STARTER_IN_WORKER && env.STARTER_METRICS_PORT && env.STARTER_METRICS_PORT === env.WORKER_METRICS_PORT) {
+      ctx.addIssue({ code: 'custom', path: ['STARTER_METRICS_PORT'], message: 'must differ from WORKER_METRICS_PORT with STARTER_IN_WORKER (the worker serves both)' });
     }
     if (env.STARTER_CLAIM_IDLE_MS <= env.TEMPORAL_CALL_TIMEOUT_MS) {
       ctx.addIssue({ code: 'custom', path: ['STARTER_CLAIM_IDLE_MS'], message: `must exceed TEMPORAL_CALL_TIMEOUT_MS (${env.TEMPORAL_CALL_TIMEOUT_MS})` });

@@ -1,7 +1,8 @@
 /**
  * The development view's timeline (src/tracing/timeline.ts), pure logic over made-up spans: an order's trace is
- * found by its reserve span's order id, with the payment's trace that links to it; the slowest is the one whose
- * placeOrder activity ended latest after its purchase began; the text nests each span under its parent.
+ * found by its reserve span's order id, with the payment's trace that links to it or names the order; the
+ * slowest is the one whose placeOrder activity ended latest after its purchase began; the text nests each span
+ * under its parent and names the order's last event.
  */
 import type { SpanLine } from '../src/tracing';
 import { formatTimeline, orderTraces, slowestOrder } from '../src/tracing/timeline';
@@ -56,8 +57,21 @@ test('the timeline nests spans under their parents, offsets from the first span,
     '     2.0 ms      3.0 ms  flash-sale-api        reserve  outcome=RESERVED',
     '   100.0 ms     20.0 ms  flash-sale-starter      start order',
     '  8970.0 ms     30.0 ms  flash-sale-worker         RunActivity:placeOrder',
-    'linked trace p1',
+    'related trace p1',
     '  8900.0 ms     50.0 ms  flash-sale-api      POST /api/flash-sales/orders/:orderId/payment',
     '  8920.0 ms     20.0 ms  flash-sale-api        SignalWorkflow:paid',
   ]);
+});
+
+test("a trace that only names the order (a signal from a sender that does not trace) is the order's too, and its last event heads the timeline", () => {
+  const signal = [
+    span('s1', 's1-handle', 'HandleSignal:paid', 12_000, 30, { service: 'flash-sale-worker', attributes: { workflowId: 'order-1' } }),
+    span('s1', 's1-publish', 'publish flash-sale-orders', 12_010, 5, { parentSpanId: 's1-handle', kind: 3, attributes: { 'messaging.message.id': 'order-1:OrderPaid', 'flash_sale.order_id': 'order-1' } }),
+  ];
+  const placedEvent = span('t1', 't1-publish', 'publish flash-sale-orders', 1_380, 5, { parentSpanId: 't1-run', kind: 3, attributes: { 'messaging.message.id': 'order-1:OrderPlaced' } });
+  const [first] = orderTraces([...spans, ...signal, placedEvent]);
+  expect(first).toMatchObject({ orderId: 'order-1', lastEvent: 'OrderPaid' });
+  expect(first.spans.map((s) => s.spanId)).toEqual(expect.arrayContaining(['s1-handle', 's1-publish']));
+  expect(formatTimeline(first).split('\n')[0]).toBe('order order-1  trace t1  placed after 400 ms  last event OrderPaid');
+  expect(orderTraces([...spans, ...signal])[1].spans.map((s) => s.traceId)).not.toContain('s1');
 });

@@ -18,7 +18,8 @@ function main(): number {
   try {
     spans = readSpanFiles(files);
   } catch (err) {
-    console.error((err as Error).message);
+    const hint = positionals.length ? '' : ` (OTEL_TRACES_FILE; give the span files: npm run trace -- FILE...)`;
+    console.error(`cannot read spans: ${(err as Error).message}${hint}`);
     return 2;
   }
   const traces = orderTraces(spans);

@@ -32,7 +32,10 @@ async function main(): Promise<void> {
   const starter = createStarter(config, { redis, store, pool, workflows, log }, metrics.hooks);
   metrics.readFrom(() => starter.depths());
   starter.start();
-  log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'starter running');
+  log.info(
+    { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version, ...(config.STARTER_METRICS_PORT && { metrics: `${config.STARTER_METRICS_HOST}:${config.STARTER_METRICS_PORT}` }) },
+    'starter running',
+  );
   const stop = () => {
     log.info('shutting down: letting the starts in flight finish');
     void starter

@@ -80,9 +80,15 @@ class JsonLinesExporter implements SpanExporter {
   private readonly out: WriteStream;
   private failure: Error | undefined;
 
-  /** @throws the fs error when the file cannot be opened for appending */
+  /** @throws Error naming OTEL_TRACES_FILE when the file cannot be opened for appending */
   constructor(path: string, warn: (message: string) => void) {
-    this.out = createWriteStream(path, { fd: openSync(path, 'a') });
+    let fd;
+    try {
+      fd = openSync(path, 'a');
+    } catch (err) {
+      throw new Error(`OTEL_TRACES_FILE ${path}: cannot append to it (${(err as Error).message})`, { cause: err });
+    }
+    this.out = createWriteStream(path, { fd });
     this.out.on('error', (err) => {
       if (!this.failure) warn(`spans not written to ${path}: ${err.message}`);
       this.failure = err;
@@ -110,7 +116,7 @@ const SHUTDOWN_WAIT_MS = 5000;
  * queue) go to `log`.
  * @param role the process' role: service.name is `flash-sale-<role>` unless OTEL_SERVICE_NAME says otherwise
  * @returns the installed tracing, or undefined when tracing is off
- * @throws the fs error when OTEL_TRACES_FILE cannot be opened for appending (jsonl)
+ * @throws Error naming OTEL_TRACES_FILE when that file cannot be opened for appending (jsonl)
  */
 export function startTracing(config: Config, role: 'api' | 'worker' | 'starter' | 'ledger', log: Logger): Tracing | undefined {
   if (config.OTEL_TRACES_EXPORTER === 'none') return undefined;

@@ -4,6 +4,7 @@
  */
 import { closeSync, openSync, readSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
+import { SpanKind } from '@opentelemetry/api';
 import { ATTR, type SpanLine } from './index';
 
 /**
@@ -39,11 +40,13 @@ export function readSpanFiles(files: readonly string[]): SpanLine[] {
   return spans;
 }
 
-/** An order's trace, and the traces that link to it (its payment's). */
+/** An order's trace, and the traces of its other work: those that link to it or name the order (its payment's). */
 export interface OrderTrace {
   orderId: string;
   traceId: string;
   spans: SpanLine[];
+  /** The type of the order's last event published (OrderPaid, OrderExpired…), when the spans hold one. */
+  lastEvent?: string;
   /** ms from the purchase request's start to the end of the order's placeOrder activity (stored, OrderPlaced out); undefined if it has not run. */
   placedAfterMs?: number;
 }
@@ -53,27 +56,47 @@ const RUN_PLACE_ORDER = 'RunActivity:placeOrder';
 /** @returns the earliest start among the spans (ms); a loop, not Math.min(...), which a large trace overflows */
 const earliest = (spans: readonly SpanLine[]) => spans.reduce((min, s) => Math.min(min, s.startMs), Infinity);
 
-/** @returns each order's trace (found by its reserve span's order id) with the spans that link into it */
+/** @returns the order a span names: our attribute, or the workflow id Temporal's spans carry (= orderId) */
+const orderOf = (s: SpanLine) => s.attributes[ATTR.orderId] ?? s.attributes.workflowId ?? s.attributes.temporalWorkflowId;
+
+/**
+ * @returns each order's trace (found by its reserve span's order id), with the traces of its other work: those
+ *   that link into it (a payment to a stored order) and those whose spans name the order (a payment that
+ *   stored it, a `paid` signal from a sender that does not trace)
+ */
 export function orderTraces(spans: readonly SpanLine[]): OrderTrace[] {
   const byTrace = new Map<string, SpanLine[]>();
+  const related = new Map<string, Set<string>>();
+  const relate = (key: string, traceId: string) => {
+    const set = related.get(key);
+    if (set) set.add(traceId);
+    else related.set(key, new Set([traceId]));
+  };
   for (const s of spans) {
     const own = byTrace.get(s.traceId);
     if (own) own.push(s);
     else byTrace.set(s.traceId, [s]);
+    for (const l of s.links) relate(`trace:${l.traceId}`, s.traceId);
+    const order = orderOf(s);
+    if (typeof order === 'string') relate(`order:${order}`, s.traceId);
   }
-  const linkedFrom = new Map<string, Set<string>>();
-  for (const s of spans) for (const l of s.links) linkedFrom.set(l.traceId, (linkedFrom.get(l.traceId) ?? new Set()).add(s.traceId));
   const out: OrderTrace[] = [];
   for (const [traceId, own] of byTrace) {
     const reserve = own.find((s) => s.name === 'reserve' && typeof s.attributes[ATTR.orderId] === 'string');
     if (!reserve) continue;
-    const linked = [...(linkedFrom.get(traceId) ?? [])].filter((t) => t !== traceId).flatMap((t) => byTrace.get(t) ?? []);
+    const orderId = String(reserve.attributes[ATTR.orderId]);
+    const others = new Set([...(related.get(`trace:${traceId}`) ?? []), ...(related.get(`order:${orderId}`) ?? [])]);
+    others.delete(traceId);
+    const all = [...own, ...[...others].flatMap((t) => byTrace.get(t) ?? [])];
     const first = earliest(own);
     const placed = own.find((s) => s.name === RUN_PLACE_ORDER);
+    const events = all.filter((s) => s.kind === SpanKind.PRODUCER && typeof s.attributes['messaging.message.id'] === 'string').sort((a, b) => a.startMs - b.startMs);
+    const lastEvent = events.length ? String(events[events.length - 1].attributes['messaging.message.id']).split(':')[1] : undefined;
     out.push({
-      orderId: String(reserve.attributes[ATTR.orderId]),
+      orderId,
       traceId,
-      spans: [...own, ...linked],
+      spans: all,
+      ...(lastEvent && { lastEvent }),
       ...(placed && { placedAfterMs: placed.startMs + placed.durationMs - first }),
     });
   }
@@ -92,17 +115,18 @@ const ms = (n: number) => `${n.toFixed(1)} ms`.padStart(11);
 
 /**
  * @returns the trace as text: a header, then one line per span, in start order under its parent (depth-first),
- *   with its start after the first span's, its duration, its service and its name; spans of a linked trace
- *   (the payment) follow under a line of their own. Workflow spans carry the workflow task's time (Temporal's
+ *   with its start after the first span's, its duration, its service and its name; spans of a related trace
+ *   (the payment's) follow under a line of their own. Workflow spans carry the workflow task's time (Temporal's
  *   deterministic clock), so they may start a little before the activity that runs in them.
  */
 export function formatTimeline(t: OrderTrace): string {
   const start = earliest(t.spans);
-  const lines = [`order ${t.orderId}  trace ${t.traceId}` + (t.placedAfterMs === undefined ? '  (not placed yet)' : `  placed after ${t.placedAfterMs.toFixed(0)} ms`)];
+  const placed = t.placedAfterMs === undefined ? '  (not placed yet)' : `  placed after ${t.placedAfterMs.toFixed(0)} ms`;
+  const lines = [`order ${t.orderId}  trace ${t.traceId}${placed}${t.lastEvent ? `  last event ${t.lastEvent}` : ''}`];
   const traces = [t.traceId, ...new Set(t.spans.map((s) => s.traceId).filter((id) => id !== t.traceId))];
   for (const traceId of traces) {
     const spans = t.spans.filter((s) => s.traceId === traceId).sort((a, b) => a.startMs - b.startMs);
-    if (traceId !== t.traceId) lines.push(`linked trace ${traceId}`);
+    if (traceId !== t.traceId) lines.push(`related trace ${traceId}`);
     const ids = new Set(spans.map((s) => s.spanId));
     const children = (parent: string | undefined) => spans.filter((s) => (parent === undefined ? !s.parentSpanId || !ids.has(s.parentSpanId) : s.parentSpanId === parent));
     const walk = (span: SpanLine, depth: number) => {
