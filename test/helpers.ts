@@ -18,6 +18,7 @@ import { createRedis, type FlashRedis } from '../src/reservation/client';
 import { SaleLayouts, shardKeys } from '../src/reservation/layout';
 import { createSale, loadSale, type Sale } from '../src/sale/sales';
 import { shardPlacer } from '../src/reservation/placement';
+import { freePort, until } from '../tools/shared/processes';
 
 /**
  * Configuration for a test: silent logs, a free API port, a task queue no other suite polls, purchases without
@@ -155,20 +156,6 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000)
   }
 }
 
-/**
- * Polls probe every 50 ms until it returns a value other than undefined or false (returned), or throws
- * "timed out waiting for <what>" after timeoutMs. Unlike eventually, errors from probe are not retried.
- */
-export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 /** Runs tasks with at most `limit` in flight (like an HTTP agent with `limit` connections); @returns results in task order */
 export async function bounded<T>(limit: number, tasks: (() => Promise<T>)[]): Promise<T[]> {
   const results: T[] = new Array(tasks.length);
@@ -213,7 +200,7 @@ export async function settledAudit(
 }
 
 
-export { freePort } from '../tools/shared/processes';
+export { freePort, until };
 
 /**
  * One HTTP request through node:http, for methods fetch will not send (TRACE) or does not know (QUERY), and for

@@ -21,7 +21,7 @@
  * BENCH_MODES (repeat-token,fresh-tokens), BENCH_PIN (1; 0 leaves scheduling to the OS); the API's own
  * variables apply too, e.g. SOLD_OUT_VERIFIES_TOKEN=true.
  */
-import { execFileSync, fork } from 'node:child_process';
+import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { cpus, loadavg } from 'node:os';
@@ -35,8 +35,9 @@ import { createPool } from '../../src/db';
 import { ReservationStore } from '../../src/reservation/store';
 import { createRedis } from '../../src/reservation/client';
 import { SaleLayouts } from '../../src/reservation/layout';
-import { appendResult } from '../shared/benchResults';
+import { appendResult, median } from '../shared/benchResults';
 import { CROWD_IP_LIMIT } from '../shared/crowd';
+import { pinTo } from '../shared/processes';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { shardPlacer } from '../../src/reservation/placement';
 
@@ -49,17 +50,6 @@ const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 2);
 // Servers on CPU 0, load generator on CPU 1, so the two do not take turns on the same core.
 const PIN = process.env.BENCH_PIN !== '0' && process.platform === 'linux' && cpus().length >= 2;
 const MODES = (process.env.BENCH_MODES ?? 'repeat-token,fresh-tokens').split(',') as Mode[];
-
-/** Pins this process and all its threads to one CPU (taskset); says so and goes on unpinned when it cannot. */
-function pinTo(cpu: number): boolean {
-  try {
-    execFileSync('taskset', ['--all-tasks', '--cpu-list', '--pid', String(cpu), String(process.pid)], { stdio: 'ignore' });
-    return true;
-  } catch (err) {
-    process.stderr.write(`not pinned to CPU ${cpu}: ${(err as Error).message}\n`);
-    return false;
-  }
-}
 
 type Mode = 'repeat-token' | 'fresh-tokens';
 
@@ -183,7 +173,7 @@ type ServerMessage = { url: string } | { cpuUs: number };
  * a garbage collection. Answers 'cpu' with its CPU time so far and exits on 'stop'.
  */
 async function serve(target: Target): Promise<void> {
-  if (PIN) pinTo(0);
+  if (PIN) pinTo(process.pid, '0');
   const { url, close } = target === 'flash-sale' ? await startApi(benchConfig()) : await startBareKoa();
   process.on('message', (message) => {
     if (message === 'cpu') {
@@ -231,7 +221,7 @@ async function main(): Promise<void> {
   // Other work on the machine skews the figures: the 1-minute load average before the run says how much.
   const loadBefore = loadavg()[0];
   // The bench itself idles during a round: it shares the load generator's CPU.
-  const pinned = PIN && pinTo(1);
+  const pinned = PIN && pinTo(process.pid, '1');
   const config = benchConfig();
   const pool = createPool(config);
   const redis = createRedis(config);
@@ -278,11 +268,6 @@ async function main(): Promise<void> {
     results.find((r) => r.target === target && r.mode === mode && r.round === round)?.requestsPerS ?? NaN;
   const roundRatios = (mode: Mode, target: Target = 'flash-sale') =>
     Array.from({ length: ROUNDS }, (_, i) => rate(target, mode, i + 1) / rate('bare-koa', mode, i + 1));
-  const median = (values: number[]) => {
-    const sorted = [...values].sort((a, b) => a - b);
-    const mid = Math.floor(sorted.length / 2);
-    return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  };
   const rows = results.map((r) => ({
     mode: r.mode,
     round: r.round,
@@ -335,7 +320,7 @@ if (serveAt >= 0) {
     process.exit(1);
   });
 } else if (process.argv.includes('--drive')) {
-  if (PIN) pinTo(1);
+  if (PIN) pinTo(process.pid, '1');
   process.once('message', (request) => {
     drive(request as DriveRequest).then(
       (result) => process.send?.(result, () => process.exit(0)),

@@ -23,7 +23,6 @@
  * BENCH_CONNECTIONS (100), BENCH_PIN (1: the API processes on CPU 0, the crowd on CPU 1 for the API's rounds;
  * 0 leaves it to the OS), BENCH_TRACING_DRAIN (500), BENCH_TRACING_DRAIN_ROUNDS (2).
  */
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, statSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -36,10 +35,10 @@ import { SaleLayouts, shardKeys } from '../../src/reservation/layout';
 import { shardPlacer } from '../../src/reservation/placement';
 import { ReservationStore } from '../../src/reservation/store';
 import { createSale, loadSale } from '../../src/sale/sales';
-import { appendResult } from '../shared/benchResults';
+import { appendResult, median } from '../shared/benchResults';
 import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press } from '../shared/crowd';
 import { stackPid, temporalPids, treesCpuMs } from '../shared/procCpu';
-import { freePort, startChild, type Child } from '../shared/processes';
+import { freePort, pinTo, startChild, until, type Child } from '../shared/processes';
 
 const SOLDOUT_PRESSES = Number(process.env.BENCH_TRACING_SOLDOUT ?? 50_000);
 const ORDERS = Number(process.env.BENCH_TRACING_ORDERS ?? 5000);
@@ -71,11 +70,6 @@ interface Figures {
 // The API processes on CPU 0, the crowd (this process) on CPU 1, so the two do not take turns on one core.
 const PIN = process.env.BENCH_PIN !== '0' && process.platform === 'linux' && cpus().length >= 2;
 
-/** Pins a process and all its threads to CPUs (taskset: `1`, `0-1`). @throws when taskset fails */
-function pin(pid: number, cpu: number | string): void {
-  execFileSync('taskset', ['--all-tasks', '--cpu-list', '--pid', String(cpu), String(pid)], { stdio: 'ignore' });
-}
-
 const DRAIN_ORDERS = Number(process.env.BENCH_TRACING_DRAIN ?? 500);
 const DRAIN_ROUNDS = Number(process.env.BENCH_TRACING_DRAIN_ROUNDS ?? 2);
 const DRAIN_TARGETS = ['off', 'on-100%'] as const;
@@ -88,21 +82,6 @@ interface Drain {
   perS: number;
   cpuMsPerOrder: { worker: number; starter: number; temporal: number; postgres: number };
 }
-
-/** Resolves once check() holds, asking every 200 ms. @throws after timeoutMs */
-async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not done after ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
 
 async function main(): Promise<void> {
   const loadBefore = loadavg()[0];
@@ -155,8 +134,8 @@ async function main(): Promise<void> {
     }
     await Promise.all([...apis.values()].map((a) => a.child.ready));
     if (PIN) {
-      for (const { child } of apis.values()) pin(child.process.pid as number, 0);
-      pin(process.pid, 1);
+      for (const { child } of apis.values()) pinTo(child.process.pid as number, '0');
+      pinTo(process.pid, '1');
     }
     const soldOut = await newSale(0);
     const soldOutPresses = presses(soldOut.items[0].itemId, SOLDOUT_PRESSES);
@@ -190,7 +169,7 @@ async function main(): Promise<void> {
     }
     // No starter was to start these orders: their start queues go before the drain's starters run.
     await dropStartQueues();
-    if (PIN) pin(process.pid, `0-${cpus().length - 1}`);
+    if (PIN) pinTo(process.pid, `0-${cpus().length - 1}`);
 
     // The back end's share: orders through a starter and a worker of the target's setting, one pair at a time,
     // each on a task queue of its own; every order expires a second after its 202 and gives its unit back.
@@ -211,7 +190,7 @@ async function main(): Promise<void> {
           const url = apis.get(target)?.url as string;
           const answers = await pressAll({ baseUrl: url, presses: presses(itemId, DRAIN_ORDERS), gate: await saleGateOf(url, sale.saleId, Date.now() + 10_000), concurrency: CONNECTIONS, rate: 0, deadlineMs: Date.now() + 120_000 });
           // Every unit back in stock: every order placed, expired and compensated.
-          await until(async () => (await redis.llen(stockKey)) === DRAIN_ORDERS, DRAIN_TIMEOUT_MS);
+          await until('every unit back in stock', async () => (await redis.llen(stockKey)) === DRAIN_ORDERS, DRAIN_TIMEOUT_MS);
           const seconds = (performance.now() - started) / 1000;
           const after = treesCpuMs(parts);
           const perOrder = (part: keyof typeof parts) => (after[part] - before[part]) / DRAIN_ORDERS;

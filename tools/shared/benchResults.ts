@@ -8,6 +8,13 @@ import { join } from 'node:path';
 
 const FILE = join(__dirname, '..', '..', 'reports', 'bench.jsonl');
 
+/** @returns the median of the values (the mean of the middle two for an even count; NaN for none) */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
 /** Appends one benchmark's figures, with the date, Node version, CPU count and model, and load average. */
 export function appendResult(bench: string, figures: object): void {
   mkdirSync(join(FILE, '..'), { recursive: true });

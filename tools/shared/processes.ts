@@ -1,5 +1,5 @@
 /** Starts the API and the worker as child processes (as an operator would run them, compiled) and stops them, on ports found free. */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
@@ -75,4 +75,34 @@ export async function freePort(): Promise<number> {
   const { port } = probe.address() as AddressInfo;
   await new Promise((resolve) => probe.close(resolve));
   return port;
+}
+
+/**
+ * Pins a process and all its threads to CPUs (taskset), so that a bench's load generator and its servers do not
+ * take turns on one core; says so on stderr and goes on unpinned when it cannot.
+ * @param cpus a CPU list as taskset takes it: `0`, `0-1`
+ * @returns whether it is pinned
+ */
+export function pinTo(pid: number, cpus: string): boolean {
+  try {
+    execFileSync('taskset', ['--all-tasks', '--cpu-list', '--pid', cpus, String(pid)], { stdio: 'ignore' });
+    return true;
+  } catch (err) {
+    process.stderr.write(`pid ${pid} not pinned to CPU ${cpus}: ${(err as Error).message}\n`);
+    return false;
+  }
+}
+
+/**
+ * Polls probe every 50 ms until it returns a value other than undefined or false (returned), or throws
+ * "timed out waiting for <what>" after timeoutMs. Errors from probe are not retried.
+ */
+export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
 }
