@@ -13,6 +13,7 @@ import type { Catalog } from './catalog';
 import type { Metrics } from './metrics';
 import type { OrderWorkflows } from '../temporal';
 import type { SoldOutFlags } from './soldOut';
+import type { DependencyStatus } from './routes/ops';
 
 export interface AppDeps {
   config: Config;
@@ -27,4 +28,6 @@ export interface AppDeps {
   soldOut: SoldOutFlags;
   metrics: Metrics;
   starter: Pick<Starter, 'notice'>;
+  /** The stores' status as last checked on a timer (src/api/polled.ts, dependencyChecks), for /readyz. */
+  dependencies: () => Promise<DependencyStatus>;
 }

@@ -6,7 +6,7 @@
 import type { OrderInput } from '../order/types';
 import { idempotent, type FlashRedis } from './client';
 import { parseReservation } from './formats';
-import { itemShardCount, shardKeys, type LayoutSource } from './layout';
+import { itemShardCount, LayoutError, shardKeys, type LayoutSource, type SaleLayout } from './layout';
 
 /** Reads of a sale's reservation keys. Methods throw ioredis errors when Redis stays unreachable. */
 export class ReservationView {
@@ -57,9 +57,18 @@ export class ReservationView {
     );
   }
 
-  /** @returns the order held by its reservation in its sale, with its terms, or undefined when the sale holds none for orderId */
+  /**
+   * @returns the order held by its reservation in its sale, with its terms, or undefined when the sale holds none
+   *   for orderId, or does not exist (an order id names its sale: anyone may send one naming no sale)
+   */
   async findReservation(saleId: number, orderId: string): Promise<OrderInput | undefined> {
-    const layout = await this.layouts.get(saleId);
+    let layout: SaleLayout;
+    try {
+      layout = await this.layouts.get(saleId);
+    } catch (err) {
+      if (err instanceof LayoutError) return undefined;
+      throw err;
+    }
     const values = await Promise.all(layout.tags.map((tag) => idempotent(() => this.redis.hget(shardKeys(tag).reservations, orderId))));
     const k = values.findIndex((v) => v !== null);
     return k < 0 ? undefined : parseReservation(saleId, k, orderId, values[k] as string);

@@ -129,6 +129,33 @@ export async function findSale(pool: Pool, saleId: number): Promise<Sale | undef
   return { ...sale.rows[0], items: items.rows };
 }
 
+/** A sale as its public view shows it: Sale without what only the house reads (each item's quantity, live orders, shards). */
+export interface SaleListing extends Omit<Sale, 'items'> {
+  items: Pick<SaleItem, 'itemId' | 'productId' | 'name' | 'priceMinor' | 'currency'>[];
+}
+
+/** @returns the sale with its items as the public view shows them (findSale without its count of live orders), or undefined */
+export async function findSaleListing(pool: Pool, saleId: number): Promise<SaleListing | undefined> {
+  const sale = await pool.query<Omit<SaleListing, 'items'>>(
+    `SELECT id AS "saleId", name, starts_at AS "startsAt", ends_at AS "endsAt", payment_window_ms AS "paymentWindowMs"
+     FROM sale_events WHERE id = $1`,
+    [saleId],
+  );
+  if (sale.rowCount !== 1) return undefined;
+  const items = await pool.query<SaleListing['items'][number]>(
+    `SELECT id AS "itemId", product_id AS "productId", name, price_minor::float8 AS "priceMinor", currency
+     FROM items WHERE sale_id = $1 ORDER BY id`,
+    [saleId],
+  );
+  return { ...sale.rows[0], items: items.rows };
+}
+
+/** @returns the highest sale id made so far (ids are handed out in order), 0 when there is none */
+export async function highestSaleId(pool: Pool): Promise<number> {
+  const res = await pool.query<{ id: number }>('SELECT coalesce(max(id), 0) AS id FROM sale_events');
+  return res.rows[0].id;
+}
+
 /**
  * Sales whose orders may still need care (a workflow to start, a reservation to find): those not ended more
  * than a day ago, in id order.

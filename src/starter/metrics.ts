@@ -1,7 +1,8 @@
 /**
  * A starter's metrics (prom-client): its workflow starts and their failures, Temporal's backlog as it reads it,
  * and the start queues of the sales it watches (entries waiting per sale, the oldest one's age), read from Redis
- * at each scrape. Registered on the registry of the process the starter runs in: the API's /metrics, or, for
+ * at each scrape (in the API, from the last reading of a timer: src/api/polled.ts). Registered on the registry of
+ * the process the starter runs in: the API's /metrics, or, for
  * `npm run starter` and a worker's starter (STARTER_IN_WORKER), an endpoint of their own (STARTER_METRICS_PORT),
  * so that the dashboard and the start queue alerts see every starter wherever it runs.
  */
@@ -56,7 +57,7 @@ export function starterMetrics(registry: Registry, queueDepths: QueueDepths): St
         for (const [saleId, depth] of all) this.set({ sale_id: String(saleId) }, value(depth));
       },
     });
-  startQueueGauge('flash_sale_start_queue_waiting', 'Accepted orders whose workflow is still to be started, per sale (read from Redis at each scrape).', (d) => d.waiting);
+  startQueueGauge('flash_sale_start_queue_waiting', 'Accepted orders whose workflow is still to be started, per sale (read from Redis at each scrape; by the API, every second).', (d) => d.waiting);
   startQueueGauge(
     'flash_sale_start_queue_oldest_age_seconds',
     'Age of the oldest accepted order still waiting for its workflow, per sale (0 when none waits).',
