@@ -1,10 +1,10 @@
 /**
  * Authentication. Buyers: `Authorization: Bearer <JWT>` verified with fast-jwt against a pinned algorithm and
- * key (HS256 secret, or RS256 public key / JWKS), `exp`/`nbf` checked; the buyer is the token's `sub` and
- * nothing else (I6). Verification is synchronous (node:crypto) and verified tokens are remembered until their
- * expiry, so an impatient buyer's repeated presses cost a map lookup (an asynchronous WebCrypto check costs
- * more than the whole sold-out answer). Admin and payment service: static bearer credentials,
- * compared in constant time.
+ * key (HS256 secret, or RS256 public key / JWKS), `exp`/`nbf` checked, `iss`/`aud`/age (`iat`) when configured;
+ * the buyer is the token's `sub` and nothing else (I6). Verification is synchronous (node:crypto) and verified
+ * tokens are remembered until their expiry, so an impatient buyer's repeated presses cost a map lookup (an
+ * asynchronous WebCrypto check costs more than the whole sold-out answer). Admin and payment service: static
+ * bearer credentials, compared in constant time.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createVerifier, TokenError } from 'fast-jwt';
@@ -52,41 +52,87 @@ function bearer(authorization: string | undefined): string | undefined {
   return authorization ? BEARER.exec(authorization)?.[1] : undefined;
 }
 
-type Verify = (token: string) => { sub?: unknown; exp?: unknown } | Promise<{ sub?: unknown; exp?: unknown }>;
+type Claims = { sub?: unknown; exp?: unknown; iat?: unknown };
+type Verify = (token: string) => Claims | Promise<Claims>;
+
+/** How long a fetch of the key set may take (ms), as get-jwks allows its own. */
+const JWKS_FETCH_TIMEOUT_MS = 5_000;
+/** get-jwks' code for a key set without the token's `kid`: the token's fault (TOKEN_INVALID), not the server's. */
+const UNKNOWN_KID = 'JWK_NOT_FOUND';
 
 /**
- * A verifier for the configured algorithm and key; JWKS keys are fetched by `kid` and cached by get-jwks, and a
- * failed fetch other than an unknown `kid` is logged as a warning.
+ * The key for a token's header from the JWKS endpoint: PEM through get-jwks, which caches each key a minute (then
+ * serves the stale one while a refetch fails) but fetches the set again for every `kid` it has not cached, with no
+ * negative caching. So a flood of tokens with random kids would be a flood of fetches to the identity provider:
+ * here a kid is passed to get-jwks only when the key set last read lists it; otherwise the set is read again, at
+ * most once per JWT_JWKS_REFETCH_COOLDOWN_MS, and within that an unlisted kid is refused (UNKNOWN_KID) without a
+ * fetch, or with the last read's failure. The whole set's kids are kept, not only the one asked for, so that the
+ * flood's own read teaches a new process, or a rotation, every key the provider publishes.
+ * @returns fast-jwt's key callback; it rejects with an error of code UNKNOWN_KID for a kid the set lacks, with
+ *   any other error (logged as a warning, once per read) when the key set could not be read
+ */
+function jwksKey(config: Config, log: Logger) {
+  const jwksUrl = new URL(config.JWT_JWKS_URL as string);
+  const jwks = buildGetJwks({ jwksPath: jwksUrl.pathname, providerDiscovery: false });
+  const warn = (err: unknown) => log.warn({ err, jwksUrl: jwksUrl.href }, 'JWKS key fetch failed');
+  let listed = new Set<unknown>();
+  let reading: Promise<void> | undefined;
+  let readAtMs = 0;
+  const read = async () => {
+    const response = await fetch(jwksUrl, { signal: AbortSignal.timeout(JWKS_FETCH_TIMEOUT_MS) });
+    const body = (await response.json()) as { keys?: { kid?: unknown }[] };
+    if (!response.ok || !Array.isArray(body.keys) || body.keys.length === 0) throw new Error(`the key set answered ${response.status} without keys`);
+    listed = new Set(body.keys.map((key) => key.kid));
+  };
+  return async ({ header }: { header: { kid?: string; alg?: string } }) => {
+    if (!listed.has(header.kid)) {
+      if (!reading || Date.now() - readAtMs >= config.JWT_JWKS_REFETCH_COOLDOWN_MS) {
+        readAtMs = Date.now();
+        reading = read().catch((err: unknown) => {
+          warn(err);
+          throw err;
+        });
+      }
+      await reading;
+      if (!listed.has(header.kid)) throw Object.assign(new Error('no key with this kid in the key set'), { code: UNKNOWN_KID });
+    }
+    return jwks.getPublicKey({ domain: jwksUrl.origin, kid: header.kid, alg: header.alg }).catch((err: unknown) => {
+      // A key withdrawn since the set was read: its kid goes back behind the cooldown.
+      if ((err as { code?: unknown }).code === UNKNOWN_KID) listed.delete(header.kid);
+      else warn(err);
+      throw err;
+    });
+  };
+}
+
+/**
+ * A verifier for the configured algorithm and key (JWKS: jwksKey). With JWT_MAX_AGE_S, a token must carry `iat`
+ * and be younger than that: one without `iat` is TOKEN_INVALID (a fresh token from the same issuer would lack it
+ * too, so there is nothing to renew), an older one fails as fast-jwt's 'expired', hence TOKEN_EXPIRED (the token
+ * was good and has aged out: the client should get a new one, as past `exp`).
  */
 function createBuyerVerifier(config: Config, log: Logger): Verify {
+  const maxAge = config.JWT_MAX_AGE_S > 0;
   const common = {
     algorithms: [config.JWT_ALGORITHM],
     allowedIss: config.JWT_ISSUER,
     allowedAud: config.JWT_AUDIENCE,
-    // fast-jwt checks iss and aud only when the token has them: a configured one must also be required.
-    requiredClaims: ['sub', 'exp', ...(config.JWT_ISSUER ? ['iss'] : []), ...(config.JWT_AUDIENCE ? ['aud'] : [])],
+    ...(maxAge ? { maxAge: config.JWT_MAX_AGE_S * 1000 } : {}),
+    // fast-jwt checks iss, aud and the age only when the token has the claim: a configured one must be required.
+    requiredClaims: ['sub', 'exp', ...(config.JWT_ISSUER ? ['iss'] : []), ...(config.JWT_AUDIENCE ? ['aud'] : []), ...(maxAge ? ['iat'] : [])],
   };
   if (config.JWT_ALGORITHM === 'HS256') return createVerifier({ ...common, key: config.JWT_SECRET });
   if (config.JWT_PUBLIC_KEY) return createVerifier({ ...common, key: config.JWT_PUBLIC_KEY });
-  const jwksUrl = new URL(config.JWT_JWKS_URL as string);
-  const jwks = buildGetJwks({ jwksPath: jwksUrl.pathname, providerDiscovery: false });
-  return createVerifier({
-    ...common,
-    key: async ({ header }: { header: { kid?: string; alg?: string } }) =>
-      jwks.getPublicKey({ domain: jwksUrl.origin, kid: header.kid, alg: header.alg }).catch((err: unknown) => {
-        if ((err as { code?: unknown }).code !== 'JWK_NOT_FOUND') log.warn({ err, jwksUrl: jwksUrl.href }, 'JWKS key fetch failed');
-        throw err;
-      }),
-  });
+  return createVerifier({ ...common, key: jwksKey(config, log) });
 }
 
 function refusal(err: unknown): Authentication {
   if (!(err instanceof TokenError)) return { error: 'TOKEN_INVALID' };
   if (err.code === TokenError.codes.expired) return { error: 'TOKEN_EXPIRED' };
-  // get-jwks: a set without the token's kid refuses the token; anything else (unreachable, a non-2xx or
-  // non-JSON answer, an empty set) is the key server's fault, not the buyer's.
+  // A set without the token's kid refuses the token; anything else (unreachable, a non-2xx or non-JSON answer,
+  // an empty set) is the key server's fault, not the buyer's.
   const cause = (err as { originalError?: { code?: unknown } }).originalError;
-  if (err.code === TokenError.codes.keyFetchingError && cause?.code !== 'JWK_NOT_FOUND') return { error: 'SERVICE_UNAVAILABLE' };
+  if (err.code === TokenError.codes.keyFetchingError && cause?.code !== UNKNOWN_KID) return { error: 'SERVICE_UNAVAILABLE' };
   return { error: 'TOKEN_INVALID' };
 }
 
@@ -94,21 +140,24 @@ function refusal(err: unknown): Authentication {
  * @param verify fast-jwt's verifier (tests pass their own clock through `now`)
  * @param cacheSize how many verified tokens to remember (VERIFIED_TOKENS; 0 verifies every request)
  * @param now clock in ms since the epoch
- * @returns the authenticator: TOKEN_MISSING without a bearer token; TOKEN_EXPIRED past `exp`; TOKEN_INVALID for
- *   a bad signature, another algorithm including `none`, not yet valid, or a `sub` that is not a buyer id;
- *   SERVICE_UNAVAILABLE when the verifier could not fetch the token's key (JWKS)
+ * @param maxAgeMs the verifier's maximum token age from `iat` (ms; 0 for none), so a token is not remembered past it
+ * @returns the authenticator: TOKEN_MISSING without a bearer token; TOKEN_EXPIRED past `exp` or the maximum age;
+ *   TOKEN_INVALID for a bad signature, another algorithm including `none`, not yet valid, a required claim
+ *   missing, or a `sub` that is not a buyer id; SERVICE_UNAVAILABLE when the verifier could not fetch the token's
+ *   key (JWKS)
  */
-export function rememberingAuthenticator(verify: Verify, cacheSize: number, now: () => number = Date.now): BuyerAuthenticator {
+export function rememberingAuthenticator(verify: Verify, cacheSize: number, now: () => number = Date.now, maxAgeMs = 0): BuyerAuthenticator {
   // Keyed by the whole token, so two tokens can never share an entry (the collision risk fast-jwt warns of
   // for custom cache keys; its own key is a SHA-256 of the token, a cost per request we need not pay).
   // lru-cache, not a Map evicting its first key: once full, V8 skips the deleted entries on every
   // keys().next(), and each insert slows with the number evicted.
   const verified = cacheSize > 0 ? new LRUCache<string, { buyerId: string; validUntilMs: number }>({ max: cacheSize }) : undefined;
 
-  const admit = (token: string, payload: { sub?: unknown; exp?: unknown }): Authentication => {
-    const { sub, exp } = payload;
+  const admit = (token: string, payload: Claims): Authentication => {
+    const { sub, exp, iat } = payload;
     if (typeof sub !== 'string' || !BUYER_ID.test(sub)) return { error: 'TOKEN_INVALID' };
-    verified?.set(token, { buyerId: sub, validUntilMs: Math.min((exp as number) * 1000, now() + VERIFIED_TOKEN_TTL_MS) });
+    const agedOutMs = maxAgeMs > 0 ? (iat as number) * 1000 + maxAgeMs : Infinity;
+    verified?.set(token, { buyerId: sub, validUntilMs: Math.min((exp as number) * 1000, agedOutMs, now() + VERIFIED_TOKEN_TTL_MS) });
     return { buyerId: sub };
   };
 
@@ -138,7 +187,7 @@ const VERIFIED_TOKENS = 100_000;
 
 /** @returns the authenticator for the configured algorithm and key */
 export function buyerAuthenticator(config: Config, log: Logger): BuyerAuthenticator {
-  return rememberingAuthenticator(createBuyerVerifier(config, log), VERIFIED_TOKENS);
+  return rememberingAuthenticator(createBuyerVerifier(config, log), VERIFIED_TOKENS, Date.now, config.JWT_MAX_AGE_S * 1000);
 }
 
 /** Answers a 401 code with the RFC 6750 WWW-Authenticate challenge; SERVICE_UNAVAILABLE as 503 with Retry-After. */
@@ -161,16 +210,45 @@ function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest();
 }
 
-/** Middleware admitting only `Authorization: Bearer <secret>`: 401 without a token, 403 with another one. */
-export function staticBearer(secret: string) {
+/** What the internal door's credential check leaves for the middleware after it: a service's token was verified. */
+export interface ServiceState {
+  service?: true;
+}
+
+/**
+ * The internal door's guard against guessing: whether a client is blocked (too many failed credentials), and the
+ * record of one failure (src/api/app.ts limits and counts them per client).
+ */
+export interface CredentialGuard {
+  blocked(ctx: Context): Promise<{ retryAfterS: number } | undefined>;
+  failed(ctx: Context, code: 'TOKEN_MISSING' | 'FORBIDDEN' | 'RATE_LIMITED'): Promise<void>;
+}
+
+/**
+ * Middleware admitting only `Authorization: Bearer <secret>` (ctx.state.service): 401 without a token, 403 with
+ * another one, each a failure for the guard; 429 RATE_LIMITED with Retry-After, before the token is even read,
+ * while the guard blocks the client.
+ */
+export function staticBearer(secret: string, guard: CredentialGuard) {
   const expected = digest(secret);
   return async function authenticateService(ctx: Context, next: Next): Promise<void> {
+    const blocked = await guard.blocked(ctx);
+    if (blocked) {
+      await guard.failed(ctx, 'RATE_LIMITED');
+      ctx.set('Retry-After', String(blocked.retryAfterS));
+      return reply(ctx, 'RATE_LIMITED');
+    }
     const token = bearer(ctx.get('Authorization'));
     if (!token) {
+      await guard.failed(ctx, 'TOKEN_MISSING');
       ctx.set('WWW-Authenticate', 'Bearer');
       return reply(ctx, 'TOKEN_MISSING');
     }
-    if (!timingSafeEqual(digest(token), expected)) return reply(ctx, 'FORBIDDEN');
+    if (!timingSafeEqual(digest(token), expected)) {
+      await guard.failed(ctx, 'FORBIDDEN');
+      return reply(ctx, 'FORBIDDEN');
+    }
+    (ctx.state as ServiceState).service = true;
     await next();
   };
 }

@@ -1,11 +1,15 @@
 /**
  * Unit tests of the buyer authenticator's memory of verified tokens (pure logic: the verifier is fast-jwt with
  * real HS256 tokens, the clock is ours). A remembered token must answer without a second signature check, but
- * never past its `exp` or VERIFIED_TOKEN_TTL_MS, never for another token, and a refused token is never
- * remembered. Also hasBearerJwt, the shape check that lets a sold-out item answer before verification.
+ * never past its `exp`, the maximum age or VERIFIED_TOKEN_TTL_MS, never for another token, and a refused token is
+ * never remembered. The configured verifier's maximum age (JWT_MAX_AGE_S): an older token TOKEN_EXPIRED, one
+ * without `iat` TOKEN_INVALID. Also hasBearerJwt, the shape check that lets a sold-out item answer before
+ * verification.
  */
 import { createSigner, createVerifier, TokenError } from 'fast-jwt';
-import { hasBearerJwt, rememberingAuthenticator, VERIFIED_TOKEN_TTL_MS, type Authentication } from '../../src/api/auth';
+import { buyerAuthenticator, hasBearerJwt, rememberingAuthenticator, VERIFIED_TOKEN_TTL_MS, type Authentication } from '../../src/api/auth';
+import { loadConfig } from '../../src/config';
+import { createLogger } from '../../src/logger';
 
 const KEY = 'k'.repeat(40);
 const T0 = Date.UTC(2030, 0, 1);
@@ -126,6 +130,48 @@ test('an asynchronous verifier (JWKS keys) answers through a promise, a rejectio
     () => clock.now,
   );
   expect(await expired(bearer(dave))).toEqual({ error: 'TOKEN_EXPIRED' });
+});
+
+test('a remembered token is refused as expired once older than the maximum age, though its exp is later', () => {
+  const clock = { now: T0 };
+  const calls = { count: 0 };
+  const verify = (t: string) => {
+    calls.count += 1;
+    return createVerifier({ key: KEY, algorithms: ['HS256'], maxAge: 60_000, clockTimestamp: clock.now })(t) as { sub?: unknown };
+  };
+  const authenticate = rememberingAuthenticator(verify, 10, () => clock.now, 60_000);
+  const erin = token('erin', T0 + 3_600_000); // iat T0
+  expect(authenticate(bearer(erin))).toEqual({ buyerId: 'erin' });
+  clock.now = T0 + 59_999;
+  expect(authenticate(bearer(erin))).toEqual({ buyerId: 'erin' });
+  expect(calls.count).toBe(1);
+  clock.now = T0 + 60_001;
+  expect(authenticate(bearer(erin))).toEqual({ error: 'TOKEN_EXPIRED' });
+  expect(calls.count).toBe(2);
+});
+
+describe('JWT_MAX_AGE_S, HS256', () => {
+  const log = createLogger('silent', 'test');
+  const authenticatorWith = (maxAgeS: string) => buyerAuthenticator(loadConfig({ NODE_ENV: 'development', JWT_MAX_AGE_S: maxAgeS }), log);
+  /** A token of the development secret issued ageS seconds ago (no `iat` at all when ageS is undefined), valid 2 h more. */
+  const aged = (sub: string, ageS: number | undefined) => {
+    const nowS = Math.floor(Date.now() / 1000);
+    const sign = createSigner({ key: loadConfig({ NODE_ENV: 'development' }).JWT_SECRET, algorithm: 'HS256', noTimestamp: ageS === undefined });
+    return bearer(sign({ sub, exp: nowS + 7200, ...(ageS === undefined ? {} : { iat: nowS - ageS }) }));
+  };
+
+  test('a token issued within the limit is admitted; older, TOKEN_EXPIRED though its exp is later; without iat, TOKEN_INVALID', async () => {
+    const authenticate = authenticatorWith('600');
+    expect(await authenticate(aged('fresh', 5))).toEqual({ buyerId: 'fresh' });
+    expect(await authenticate(aged('old', 605))).toEqual({ error: 'TOKEN_EXPIRED' });
+    expect(await authenticate(aged('ageless', undefined))).toEqual({ error: 'TOKEN_INVALID' });
+  });
+
+  test('0 admits a token of any age, with or without iat', async () => {
+    const authenticate = authenticatorWith('0');
+    expect(await authenticate(aged('old', 30 * 86_400))).toEqual({ buyerId: 'old' });
+    expect(await authenticate(aged('ageless', undefined))).toEqual({ buyerId: 'ageless' });
+  });
 });
 
 test('hasBearerJwt: a bearer token of three base64url parts (the last may be empty), nothing else', () => {
