@@ -21,4 +21,6 @@ COPY lua lua
 COPY migrations migrations
 COPY openapi.yaml ./
 USER node
+# Production unless the deployment says otherwise: development secrets and routes refused (docs/deploy.md).
+ENV NODE_ENV=production
 CMD ["node", "dist/api/main.js"]

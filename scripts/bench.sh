@@ -15,6 +15,8 @@ for bench in "${benches[@]}"; do
 done
 # shellcheck source=scripts/node-env.sh
 source scripts/node-env.sh
+# The benches run the stack's development credentials: a development run unless told otherwise.
+export NODE_ENV=${NODE_ENV:-development}
 bash scripts/services.sh up "${stack[@]}"
 npm run -s build
 node dist/cli/migrate.js >/dev/null

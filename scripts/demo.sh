@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/node-env.sh
 source scripts/node-env.sh
+# The demo signs its buyers' tokens with the development secret: a development run unless told otherwise.
+export NODE_ENV=${NODE_ENV:-development}
 bash scripts/services.sh up
 npm run -s build
 node dist/cli/migrate.js >/dev/null

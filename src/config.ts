@@ -4,6 +4,7 @@
  * Durations are in ms. Throws ConfigError listing every bad variable, one per line.
  */
 import { accessSync, constants, readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 /** STARTER_CLAIM_IDLE_MS's default (ms): stale purchase claims and start queue entries are taken over at this age. */
@@ -70,7 +71,16 @@ export const FILE_SECRETS = [
 const SECRET_NAMES = new Set<string>(FILE_SECRETS.filter((name) => name !== 'JWT_PUBLIC_KEY'));
 
 const fields = z.object({
-  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  /**
+   * production unless said: development secrets are refused, development routes never mounted, and the stores'
+   * default password and clear text off loopback refused (productionIssues). development and test lift that.
+   */
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('production'),
+  /**
+   * Production: a store off loopback reached in clear text (PGSSLMODE disable, no TLS to Redis, Kafka or
+   * Temporal) is refused unless this says the network between them is private.
+   */
+  ALLOW_PLAINTEXT_STORES: flag(false),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 
   PGHOST: z.string().min(1).default('127.0.0.1'),
@@ -216,9 +226,24 @@ const fields = z.object({
     .default('parentbased_always_on'),
   OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
 
+  /** The public door: buyers' routes, the sale view and page, /healthz, the public contract. */
   API_HOST: z.string().min(1).default('127.0.0.1'),
   // 0 asks the OS for a free port (tests, benchmarks); startApi reports the one it got.
   API_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  /**
+   * The internal door: admin, payments, /metrics, /readyz and the whole contract, on its own listener that a
+   * deployment does not expose (loopback by default; 0 picks a free port).
+   */
+  INTERNAL_API_HOST: z.string().min(1).default('127.0.0.1'),
+  INTERNAL_API_PORT: z.coerce.number().int().min(0).max(65535).default(3100),
+  /** Failed credentials (admin, payment service) per client address per minute on the internal door; then 429. */
+  INTERNAL_AUTH_FAILURES_PER_MIN: z.coerce.number().int().min(1).max(1_000_000).default(20),
+  /** How long a client may take to send a request's headers (ms), then 408 and the connection is closed. */
+  HTTP_HEADERS_TIMEOUT_MS: positiveMs(10_000),
+  /** How long a client may take to send a whole request (ms), then 408. */
+  HTTP_REQUEST_TIMEOUT_MS: positiveMs(30_000),
+  /** Open connections per listener and process; past it new ones are closed at once. */
+  HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(20_000),
   /**
    * API processes `npm run api` runs (node:cluster), sharing API_PORT, each with its starter; 1 runs the API in
    * the process itself. What each keeps for itself: docs/operations.md, Several API processes.
@@ -229,8 +254,13 @@ const fields = z.object({
   JWT_SECRET: z.string().min(32, 'must be at least 32 characters').default(DEV_JWT_SECRET),
   JWT_PUBLIC_KEY: z.string().optional(),
   JWT_JWKS_URL: z.url().optional(),
+  /** Required in production (iss and aud then checked on every token). */
   JWT_ISSUER: z.string().min(1).optional(),
   JWT_AUDIENCE: z.string().min(1).optional(),
+  /** Oldest token admitted, from its `iat` (seconds); 0 admits any age. With a limit, `iat` is required. */
+  JWT_MAX_AGE_S: z.coerce.number().int().min(0).max(31_536_000).default(86_400),
+  /** JWKS: a token whose `kid` the key set lacks fetches the set again at most this often (ms). */
+  JWT_JWKS_REFETCH_COOLDOWN_MS: positiveMs(30_000),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_ADMIN_TOKEN),
   PAYMENT_SERVICE_TOKEN: z.string().min(16, 'must be at least 16 characters').default(DEV_PAYMENT_TOKEN),
 
@@ -246,8 +276,25 @@ const fields = z.object({
   RATE_LIMIT_PER_IP: z.coerce.number().int().min(1).max(1_000_000_000).default(100),
   RATE_LIMIT_PER_BUYER: z.coerce.number().int().min(1).max(1_000_000_000).default(10),
   RATE_LIMIT_WINDOW_S: z.coerce.number().int().min(1).max(3600).default(1),
-  /** Take the client IP from X-Forwarded-For (behind a proxy or CDN that sets it), not from the socket. */
-  TRUST_PROXY: flag(false),
+  /** Public reads (the sale view, the page, the clock) per RATE_LIMIT_WINDOW_S per client address. */
+  RATE_LIMIT_READS_PER_IP: z.coerce.number().int().min(1).max(1_000_000_000).default(100),
+  /**
+   * Which X-Forwarded-For entries to believe (src/api/clientAddress.ts): false (the socket's address), a hop
+   * count (that many proxies in front, each appending the address it saw), or the proxies' addresses and CIDR
+   * ranges, comma-separated. Required in production, where a wrong guess either counts every buyer as the
+   * balancer or lets a client pick its own address.
+   */
+  TRUST_PROXY: z
+    .string()
+    .transform((value, ctx): TrustProxy => {
+      const parsed = parseTrustProxy(value);
+      if (typeof parsed === 'string') {
+        ctx.addIssue({ code: 'custom', message: parsed });
+        return z.NEVER;
+      }
+      return parsed;
+    })
+    .optional(),
 
   SOLD_OUT_CACHE: flag(true),
   /**
@@ -300,7 +347,86 @@ const fields = z.object({
     z.ZodOptional<typeof readableFile>
   >),
 });
-const schema = fields
+/** TRUST_PROXY parsed: false, a hop count, or the trusted proxies' addresses and CIDR ranges. */
+export type TrustProxy = false | { hops: number } | { addresses: string[] };
+
+/** @returns TRUST_PROXY's value parsed, or what is wrong with it */
+function parseTrustProxy(value: string): TrustProxy | string {
+  if (value === 'false') return false;
+  if (/^\d+$/.test(value)) {
+    const hops = Number(value);
+    return hops >= 1 && hops <= 32 ? { hops } : 'a hop count is 1 to 32 (or false)';
+  }
+  const addresses = value.split(',').map((a) => a.trim());
+  const bad = addresses.filter((a) => !isAddressOrRange(a));
+  return bad.length ? `false, a hop count, or IP addresses and CIDR ranges; not ${bad.join(', ')}` : { addresses };
+}
+
+function isAddressOrRange(text: string): boolean {
+  const [address, bits, ...rest] = text.split('/');
+  const family = isIP(address);
+  if (!family || rest.length) return false;
+  return bits === undefined || (/^\d+$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
+}
+
+function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, '$1');
+  return bare === 'localhost' || bare === '::1' || (isIP(bare) === 4 && bare.startsWith('127.'));
+}
+
+/** Who loads the configuration: the API checks its own doors and secrets too. */
+export type Role = 'api' | 'service';
+
+const DEV_PG_PASSWORD = 'flash_sale';
+
+/**
+ * What production refuses, as [setting, reason] pairs: the stores' development password and clear text to a
+ * store off loopback (unless ALLOW_PLAINTEXT_STORES) for every process; for the API, the development secrets,
+ * an unsaid TRUST_PROXY, tokens without issuer and audience, and a key set fetched over plain http.
+ */
+function productionIssues(env: z.infer<typeof fields>, role: Role): [string, string][] {
+  const issues: [string, string][] = [];
+  const url = env.DATABASE_URL && URL.canParse(env.DATABASE_URL) ? new URL(env.DATABASE_URL) : undefined;
+  if ((url?.password ? decodeURIComponent(url.password) : env.PGPASSWORD) === DEV_PG_PASSWORD) {
+    issues.push([url?.password ? 'DATABASE_URL' : 'PGPASSWORD', 'the development password; set the database\'s own']);
+  }
+  if (!env.ALLOW_PLAINTEXT_STORES) {
+    const [redisTls, kafkaTls, temporalTls] = tlsSettings(env).map(([, on, settings]) => on ?? settings.length > 0);
+    const redisHosts = env.REDIS_CLUSTER_NODES
+      ? env.REDIS_CLUSTER_NODES.split(',').map((node) => node.replace(/:\d+$/, ''))
+      : [env.REDIS_URL && URL.canParse(env.REDIS_URL) ? new URL(env.REDIS_URL).hostname : env.REDIS_HOST];
+    const kafkaHosts = env.KAFKA_BROKERS ? env.KAFKA_BROKERS.split(',').map((broker) => broker.replace(/:\d+$/, '')) : [env.KAFKA_HOST];
+    const plaintext: [string, boolean, string[]][] = [
+      ['PGSSLMODE', databaseUrlTls(env).PGSSLMODE === 'disable', [url?.hostname || env.PGHOST]],
+      ['REDIS_TLS', !redisTls, redisHosts],
+      ['KAFKA_TLS', !kafkaTls, kafkaHosts],
+      ['TEMPORAL_TLS', !temporalTls, [env.TEMPORAL_HOST]],
+    ];
+    for (const [name, clear, hosts] of plaintext) {
+      const remote = hosts.filter((host) => !isLoopback(host));
+      if (clear && remote.length) issues.push([name, `clear text to ${remote.join(', ')}; turn TLS on, or set ALLOW_PLAINTEXT_STORES=true on a private network`]);
+    }
+  }
+  if (role === 'api') {
+    const devDefaults: [string, string, string][] = [
+      ['JWT_SECRET', env.JWT_SECRET, DEV_JWT_SECRET],
+      ['ADMIN_TOKEN', env.ADMIN_TOKEN, DEV_ADMIN_TOKEN],
+      ['PAYMENT_SERVICE_TOKEN', env.PAYMENT_SERVICE_TOKEN, DEV_PAYMENT_TOKEN],
+      ['SALE_GATE_SECRET', env.SALE_GATE_SECRET, DEV_SALE_GATE_SECRET],
+    ];
+    for (const [name, value, dev] of devDefaults) {
+      if (value === dev) issues.push([name, 'the public development value; set a secret of your own (or NODE_ENV=development)']);
+    }
+    if (env.TRUST_PROXY === undefined) issues.push(['TRUST_PROXY', 'must be said in production: false (clients connect directly), a hop count, or the proxies\' addresses']);
+    if (!env.JWT_ISSUER) issues.push(['JWT_ISSUER', 'required in production: the identity provider\'s issuer, checked on every token']);
+    if (!env.JWT_AUDIENCE) issues.push(['JWT_AUDIENCE', 'required in production: this service\'s audience, checked on every token']);
+    if (env.JWT_JWKS_URL && !env.JWT_JWKS_URL.startsWith('https:')) issues.push(['JWT_JWKS_URL', 'https only in production: keys fetched in clear text can be swapped']);
+  }
+  return issues;
+}
+
+/** The schema of a role: the fields, the rules between them, the TLS switches resolved. */
+const schemaFor = (role: Role) => fields
   .superRefine((env, ctx) => {
     if (env.JWT_ALGORITHM === 'RS256' && !env.JWT_PUBLIC_KEY && !env.JWT_JWKS_URL) {
       ctx.addIssue({ code: 'custom', path: ['JWT_PUBLIC_KEY'], message: 'RS256 needs JWT_PUBLIC_KEY (PEM) or JWT_JWKS_URL' });
@@ -336,22 +462,15 @@ const schema = fields
       ctx.addIssue({ code: 'custom', path: ['STARTER_CLAIM_IDLE_MS'], message: `must exceed TEMPORAL_CALL_TIMEOUT_MS (${env.TEMPORAL_CALL_TIMEOUT_MS})` });
     }
     if (env.NODE_ENV === 'production') {
-      const devDefaults: [keyof typeof env, string][] = [
-        ['JWT_SECRET', DEV_JWT_SECRET],
-        ['ADMIN_TOKEN', DEV_ADMIN_TOKEN],
-        ['PAYMENT_SERVICE_TOKEN', DEV_PAYMENT_TOKEN],
-        ['SALE_GATE_SECRET', DEV_SALE_GATE_SECRET],
-      ];
-      for (const [name, value] of devDefaults) {
-        if (env[name] === value) ctx.addIssue({ code: 'custom', path: [name], message: 'must be set in production' });
-      }
+      for (const [name, message] of productionIssues(env, role)) ctx.addIssue({ code: 'custom', path: [name], message });
     }
   })
   .transform((env) => {
     // Every TLS switch resolved: as set, else on when any of the store's TLS settings is given.
     const [redis, kafka, temporal] = tlsSettings(env).map(([, on, settings]) => on ?? settings.length > 0);
-    return { ...env, ...databaseUrlTls(env), REDIS_TLS: redis, KAFKA_TLS: kafka, TEMPORAL_TLS: temporal };
+    return { ...env, ...databaseUrlTls(env), REDIS_TLS: redis, KAFKA_TLS: kafka, TEMPORAL_TLS: temporal, TRUST_PROXY: env.TRUST_PROXY ?? false };
   });
+const SCHEMAS = { api: schemaFor('api'), service: schemaFor('service') };
 
 /**
  * Per store with a TLS switch: the switch as set (undefined when unset) and the TLS settings given. A CA, a client
@@ -436,7 +555,7 @@ function checkDatabaseUrl(env: z.infer<typeof fields>, ctx: z.RefinementCtx): vo
   }
 }
 
-export type Config = z.output<typeof schema>;
+export type Config = z.output<(typeof SCHEMAS)['service']>;
 
 /**
  * @returns whether the API serves POST /api/dev/token: outside production, with HS256 and the development
@@ -452,13 +571,14 @@ export class ConfigError extends Error {}
 /**
  * Parses and validates the environment.
  * @param env usually process.env; an empty value counts as unset
+ * @param role 'api' adds the API's production rules (its secrets, TRUST_PROXY, token issuer and audience)
  * @returns the typed configuration with defaults applied
  * @throws ConfigError with one line per invalid variable
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, role: Role = 'service'): Config {
   // An empty variable counts as unset, as compose files and shells often leave them.
   const { values, issues } = withFileSecrets(Object.fromEntries(Object.entries(env).filter(([, value]) => value !== '')));
-  const parsed = schema.safeParse(values);
+  const parsed = SCHEMAS[role].safeParse(values);
   if (parsed.success && !issues.length) return parsed.data;
   const lines = [...issues, ...(parsed.error?.issues ?? [])].map((issue) => {
     const name = issue.path.join('.');

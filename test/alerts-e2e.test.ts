@@ -57,12 +57,13 @@ function ruleForS(alert: string): number {
 
 test('a real Prometheus on the running API and worker: quiet while both are up, FlashSaleWorkerAbsent fires within its for once the worker stops', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'prometheus-'));
-  const [apiPort, workerMetricsPort, starterMetricsPort, prometheusPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const [apiPort, internalPort, workerMetricsPort, starterMetricsPort, prometheusPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   // The starter apart from the API (docs/deploy.md), on its own metrics endpoint: the dashboard's start figures
   // must come from wherever the starters run.
   const env = {
     ...process.env,
     API_PORT: String(apiPort),
+    INTERNAL_API_PORT: String(internalPort),
     STARTER_IN_API: 'false',
     WORKER_METRICS_PORT: String(workerMetricsPort),
     STARTER_METRICS_PORT: String(starterMetricsPort),
@@ -84,8 +85,9 @@ test('a real Prometheus on the running API and worker: quiet while both are up, 
       'rule_files:',
       `  - ${RULES}`,
       'scrape_configs:',
+      // The API's /metrics is on its internal door.
       '  - job_name: flash-sale-api',
-      `    static_configs: [{ targets: ['127.0.0.1:${apiPort}'] }]`,
+      `    static_configs: [{ targets: ['127.0.0.1:${internalPort}'] }]`,
       '  - job_name: flash-sale-worker',
       `    static_configs: [{ targets: ['127.0.0.1:${workerMetricsPort}'] }]`,
       '  - job_name: flash-sale-starter',
@@ -108,7 +110,7 @@ test('a real Prometheus on the running API and worker: quiet while both are up, 
   });
   expect(bought.status).toBe(202);
   const { orderId } = (await bought.json()) as { orderId: string };
-  const paid = await fetch(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
+  const paid = await fetch(`http://127.0.0.1:${internalPort}/api/flash-sales/orders/${orderId}/payment`, {
     method: 'POST',
     headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },
     body: JSON.stringify({ paymentId: `pay-${orderId}`, amount: sale.items[0].priceMinor }),

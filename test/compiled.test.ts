@@ -38,19 +38,21 @@ async function logLine(file: string, msg: string): Promise<Record<string, unknow
 
 test('node dist/api/main.js and node dist/worker/main.js start on the pinned Node.js, the worker from the prebuilt workflow bundle', async () => {
   const dir = join(ROOT, 'reports', 'test');
-  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: `compiled-${randomUUID()}` };
+  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), INTERNAL_API_PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: `compiled-${randomUUID()}` };
   const api = startChild('api', 'dist/api/main.js', env, join(dir, 'compiled-api.log'), 'api listening');
   const worker = startChild('worker', 'dist/worker/main.js', env, join(dir, 'compiled-worker.log'), 'worker running');
   children.push(api, worker);
   await Promise.all([api.ready, worker.ready]);
   const major = `v${stackEnv().NODE_VERSION.split('.')[0]}.`;
-  expect(String((await logLine(join(dir, 'compiled-api.log'), 'api listening')).node)).toMatch(new RegExp(`^${major.replace('.', '\\.')}`));
+  const listening = await logLine(join(dir, 'compiled-api.log'), 'api listening');
+  expect(String(listening.node)).toMatch(new RegExp(`^${major.replace('.', '\\.')}`));
+  expect([listening.url, listening.internalUrl]).toEqual([`http://127.0.0.1:${env.API_PORT}`, `http://127.0.0.1:${env.INTERNAL_API_PORT}`]);
   expect(String((await logLine(join(dir, 'compiled-worker.log'), 'worker running')).node)).toMatch(new RegExp(`^${major.replace('.', '\\.')}`));
   for (const child of [api, worker]) {
     const cmdline = readFileSync(`/proc/${child.process.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
     expect(cmdline.slice(1)).toEqual([join(ROOT, child.name === 'api' ? 'dist/api/main.js' : 'dist/worker/main.js')]);
   }
-  const res = await fetch(`http://127.0.0.1:${env.API_PORT}/readyz`);
+  const res = await fetch(`http://127.0.0.1:${env.INTERNAL_API_PORT}/readyz`);
   expect(res.status).toBe(200);
 });
 
@@ -67,7 +69,7 @@ test('with STARTER_IN_API=false the API only accepts; `node dist/starter/main.js
   temporal = await connectTemporal(config);
   const sale = await createTestSale(clients, { quantities: [3] });
   const dir = join(ROOT, 'reports', 'test');
-  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE, STARTER_IN_API: 'false', SALE_GATE_REQUIRED: 'false', RATE_LIMIT_ENABLED: 'false' };
+  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), INTERNAL_API_PORT: '0', TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE, STARTER_IN_API: 'false', SALE_GATE_REQUIRED: 'false', RATE_LIMIT_ENABLED: 'false' };
   const api = startChild('api', 'dist/api/main.js', env, join(dir, 'compiled-api-alone.log'), 'api listening');
   children.push(api);
   await api.ready;

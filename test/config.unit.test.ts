@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config';
 import { kafkaConnection, pgConnection, redisConnection, temporalConnection } from '../src/connections';
 
+/** The configuration of a development run: the tests below are about everything but production's own rules. */
+const devConfig = (env: NodeJS.ProcessEnv) => loadConfig({ NODE_ENV: 'development', ...env });
 const DOC = readFileSync(join(__dirname, '..', 'docs', 'configuration.md'), 'utf8');
 const ROWS = [...DOC.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \| ([^|]+) \|/gm)].map(([, name, fallback]) => ({ name, fallback: fallback.trim() }));
 const dir = mkdtempSync(join(tmpdir(), 'flash-sale-config-'));
@@ -19,7 +21,7 @@ const file = (name: string, content: string) => {
 };
 const refusal = (env: Record<string, string>) => {
   try {
-    loadConfig(env);
+    devConfig(env);
   } catch (err) {
     if (err instanceof ConfigError) return err.message;
     throw err;
@@ -34,7 +36,8 @@ test("the documentation's table holds every variable of the schema, once, and no
 });
 
 test("the table's defaults are loadConfig's", () => {
-  const defaults = loadConfig({}) as unknown as Record<string, unknown>;
+  // Production is the default; its refusals of development values are the next tests'.
+  const defaults = { ...devConfig({}), NODE_ENV: loadConfig({ PGPASSWORD: 'the-database-own' }).NODE_ENV } as unknown as Record<string, unknown>;
   for (const { name, fallback } of ROWS) {
     if (fallback === 'development value') expect([name, typeof defaults[name]]).toEqual([name, 'string']);
     else if (fallback === '—') expect([name, defaults[name]]).toEqual([name, undefined]);
@@ -44,8 +47,8 @@ test("the table's defaults are loadConfig's", () => {
 
 test('a secret from <NAME>_FILE (final newline dropped); both set, or an unreadable file, is refused', () => {
   const secret = 'x'.repeat(40);
-  expect(loadConfig({ JWT_SECRET_FILE: file('jwt', `${secret}\n`) }).JWT_SECRET).toBe(secret);
-  expect(loadConfig({ REDIS_PASSWORD_FILE: file('redis', 'p@ss') }).REDIS_PASSWORD).toBe('p@ss');
+  expect(devConfig({ JWT_SECRET_FILE: file('jwt', `${secret}\n`) }).JWT_SECRET).toBe(secret);
+  expect(devConfig({ REDIS_PASSWORD_FILE: file('redis', 'p@ss') }).REDIS_PASSWORD).toBe('p@ss');
   expect(refusal({ JWT_SECRET: secret, JWT_SECRET_FILE: file('jwt2', secret) })).toContain('JWT_SECRET_FILE: set JWT_SECRET or JWT_SECRET_FILE, not both');
   expect(refusal({ PGPASSWORD_FILE: join(dir, 'missing') })).toContain('PGPASSWORD_FILE: no readable file at this path');
 });
@@ -71,7 +74,7 @@ test('TLS and credentials are refused half-set: a certificate without its key, S
 test('each client gets its address, TLS and credentials', () => {
   const ca = file('ca.pem', 'CA');
   const [cert, key] = [file('client.pem', 'CERT'), file('client.key', 'KEY')];
-  const config = loadConfig({
+  const config = devConfig({
     DATABASE_URL: 'postgres://shop:s%40cret@db.internal:6432/orders?sslmode=verify-full',
     PGSSLROOTCERT: ca,
     REDIS_URL: 'rediss://cache-user:pw@cache.internal:6380/3',
@@ -85,7 +88,7 @@ test('each client gets its address, TLS and credentials', () => {
     TEMPORAL_TLS_CERT_FILE: cert,
     TEMPORAL_TLS_KEY_FILE: key,
   });
-  const blank = loadConfig({ REDIS_TLS_CA_FILE: '', KAFKA_BROKERS: '' });
+  const blank = devConfig({ REDIS_TLS_CA_FILE: '', KAFKA_BROKERS: '' });
   expect([blank.REDIS_TLS_CA_FILE, blank.KAFKA_BROKERS]).toEqual([undefined, undefined]);
   expect(pgConnection(config)).toMatchObject({ host: 'db.internal', port: 6432, user: 'shop', password: 's@cret', database: 'orders', ssl: { rejectUnauthorized: true, servername: 'db.internal' } });
   expect(String((pgConnection(config).ssl as { ca: Buffer }).ca)).toBe('CA');
@@ -96,13 +99,13 @@ test('each client gets its address, TLS and credentials', () => {
   expect(String(temporal.tls?.clientCertPair?.crt)).toBe('CERT');
   expect(String(temporal.tls?.clientCertPair?.key)).toBe('KEY');
 
-  const plain = loadConfig({});
+  const plain = devConfig({});
   expect(pgConnection(plain).ssl).toBe(false);
   expect(redisConnection(plain).tls).toBeUndefined();
   expect(kafkaConnection(plain)).toEqual({ brokers: ['127.0.0.1:9092'] });
   expect(temporalConnection(plain)).toEqual({ address: '127.0.0.1:7233' });
-  expect(pgConnection(loadConfig({ PGSSLMODE: 'require' })).ssl).toMatchObject({ rejectUnauthorized: false });
-  expect(pgConnection(loadConfig({ PGSSLMODE: 'verify-ca' })).ssl).toMatchObject({ rejectUnauthorized: true, checkServerIdentity: expect.any(Function) });
+  expect(pgConnection(devConfig({ PGSSLMODE: 'require' })).ssl).toMatchObject({ rejectUnauthorized: false });
+  expect(pgConnection(devConfig({ PGSSLMODE: 'verify-ca' })).ssl).toMatchObject({ rejectUnauthorized: true, checkServerIdentity: expect.any(Function) });
 });
 
 test('a URL with credentials is shown with its password blotted out', () => {
@@ -115,11 +118,11 @@ test('a URL with credentials is shown with its password blotted out', () => {
 
 test('any TLS setting turns TLS on; with its switch set to false it is refused, one line each', () => {
   const [ca, cert, key] = [file('tls-ca.pem', 'CA'), file('tls-cert.pem', 'CERT'), file('tls-key.pem', 'KEY')];
-  expect(redisConnection(loadConfig({ REDIS_TLS_CERT_FILE: cert, REDIS_TLS_KEY_FILE: key, REDIS_PASSWORD: 'pw' })).tls).toBeDefined();
-  expect(redisConnection(loadConfig({ REDIS_TLS_SERVER_NAME: 'cache.internal' })).tls).toMatchObject({ servername: 'cache.internal' });
-  expect(kafkaConnection(loadConfig({ KAFKA_TLS_CERT_FILE: cert, KAFKA_TLS_KEY_FILE: key })).ssl).toBeDefined();
-  expect(temporalConnection(loadConfig({ TEMPORAL_TLS_SERVER_NAME: 'frontend.internal' })).tls).toMatchObject({ serverNameOverride: 'frontend.internal' });
-  expect(redisConnection(loadConfig({ REDIS_TLS: 'false' })).tls).toBeUndefined();
+  expect(redisConnection(devConfig({ REDIS_TLS_CERT_FILE: cert, REDIS_TLS_KEY_FILE: key, REDIS_PASSWORD: 'pw' })).tls).toBeDefined();
+  expect(redisConnection(devConfig({ REDIS_TLS_SERVER_NAME: 'cache.internal' })).tls).toMatchObject({ servername: 'cache.internal' });
+  expect(kafkaConnection(devConfig({ KAFKA_TLS_CERT_FILE: cert, KAFKA_TLS_KEY_FILE: key })).ssl).toBeDefined();
+  expect(temporalConnection(devConfig({ TEMPORAL_TLS_SERVER_NAME: 'frontend.internal' })).tls).toMatchObject({ serverNameOverride: 'frontend.internal' });
+  expect(redisConnection(devConfig({ REDIS_TLS: 'false' })).tls).toBeUndefined();
 
   const lines = (env: Record<string, string>) => refusal(env).split('\n').slice(1);
   expect(lines({ REDIS_TLS: 'false', REDIS_TLS_CERT_FILE: cert, REDIS_TLS_KEY_FILE: key })).toEqual([
@@ -135,10 +138,10 @@ test('any TLS setting turns TLS on; with its switch set to false it is refused, 
 test("PGSSLMODE and DATABASE_URL's parameters mean what they mean to libpq; the others are refused", () => {
   const [ca, cert, key] = [file('pg-ca.pem', 'PGCA'), file('pg-cert.pem', 'PGCERT'), file('pg-key.pem', 'PGKEY')];
   // require with a root certificate verifies the chain, as libpq does (verify-ca).
-  expect(pgConnection(loadConfig({ PGSSLMODE: 'require', PGSSLROOTCERT: ca })).ssl).toMatchObject({ rejectUnauthorized: true, checkServerIdentity: expect.any(Function) });
+  expect(pgConnection(devConfig({ PGSSLMODE: 'require', PGSSLROOTCERT: ca })).ssl).toMatchObject({ rejectUnauthorized: true, checkServerIdentity: expect.any(Function) });
   // The URL's parameters win over the variables.
   const fromUrl = pgConnection(
-    loadConfig({ PGSSLMODE: 'require', DATABASE_URL: `postgres://shop@db.internal/orders?sslmode=verify-full&sslrootcert=${ca}&sslcert=${cert}&sslkey=${key}&application_name=flash` }),
+    devConfig({ PGSSLMODE: 'require', DATABASE_URL: `postgres://shop@db.internal/orders?sslmode=verify-full&sslrootcert=${ca}&sslcert=${cert}&sslkey=${key}&application_name=flash` }),
   );
   expect(fromUrl).toMatchObject({ host: 'db.internal', application_name: 'flash', ssl: { rejectUnauthorized: true, servername: 'db.internal' } });
   expect((fromUrl.ssl as { checkServerIdentity?: unknown }).checkServerIdentity).toBeUndefined();
@@ -153,5 +156,49 @@ test("PGSSLMODE and DATABASE_URL's parameters mean what they mean to libpq; the 
 test('tracing settings outside what the SDK knows are refused, one line each', () => {
   const lines = refusal({ OTEL_TRACES_EXPORTER: 'zipkin', OTEL_TRACES_SAMPLER: 'sometimes', OTEL_TRACES_SAMPLER_ARG: '2' }).split('\n').slice(1);
   expect(lines).toEqual([expect.stringMatching(/^ {2}OTEL_TRACES_EXPORTER: .*zipkin/), expect.stringMatching(/^ {2}OTEL_TRACES_SAMPLER: .*sometimes/), expect.stringMatching(/^ {2}OTEL_TRACES_SAMPLER_ARG: .*<=1/)]);
-  expect(loadConfig({ OTEL_TRACES_EXPORTER: 'jsonl', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' })).toMatchObject({ OTEL_TRACES_EXPORTER: 'jsonl', OTEL_TRACES_SAMPLER_ARG: 0.01 });
+  expect(devConfig({ OTEL_TRACES_EXPORTER: 'jsonl', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' })).toMatchObject({ OTEL_TRACES_EXPORTER: 'jsonl', OTEL_TRACES_SAMPLER_ARG: 0.01 });
+});
+
+describe('production (no NODE_ENV) refuses what a retailer would not want by accident, one line each', () => {
+  const lines = (env: Record<string, string>, role: 'api' | 'service' = 'service') => {
+    try {
+      loadConfig(env, role);
+    } catch (err) {
+      if (err instanceof ConfigError) return err.message.split('\n').slice(1).map((line) => line.trim().split(':')[0]);
+      throw err;
+    }
+    return [];
+  };
+  const own = { PGPASSWORD: 'the-database-own' };
+  const api = { ...own, JWT_SECRET: 'x'.repeat(40), ADMIN_TOKEN: 'a'.repeat(20), PAYMENT_SERVICE_TOKEN: 'p'.repeat(20), SALE_GATE_SECRET: 's'.repeat(40), TRUST_PROXY: 'false', JWT_ISSUER: 'https://id.shop/', JWT_AUDIENCE: 'flash-sale' };
+
+  test('every process: the development database password, and clear text to a store off loopback', () => {
+    expect(lines({})).toEqual(['PGPASSWORD']);
+    expect(lines({ DATABASE_URL: 'postgres://shop:flash_sale@127.0.0.1/orders' })).toEqual(['DATABASE_URL']);
+    expect(lines({ ...own, PGHOST: 'db.internal', REDIS_CLUSTER_NODES: '127.0.0.1:7001,cache.internal:7002', KAFKA_BROKERS: 'b1.internal:9092', TEMPORAL_HOST: '10.0.0.5' })).toEqual([
+      'PGSSLMODE',
+      'REDIS_TLS',
+      'KAFKA_TLS',
+      'TEMPORAL_TLS',
+    ]);
+    expect(lines({ ...own, PGHOST: 'db.internal', PGSSLMODE: 'verify-full', REDIS_HOST: 'localhost', KAFKA_HOST: '[::1]', TEMPORAL_HOST: '127.0.0.2' })).toEqual([]);
+    expect(lines({ ...own, PGHOST: 'db.internal', KAFKA_HOST: 'b1.internal', ALLOW_PLAINTEXT_STORES: 'true' })).toEqual([]);
+    expect(lines({ NODE_ENV: 'development', PGHOST: 'db.internal' })).toEqual([]);
+  });
+
+  test('the API: the development secrets, TRUST_PROXY unsaid, no issuer or audience, a key set over http', () => {
+    expect(lines(own, 'api')).toEqual(['JWT_SECRET', 'ADMIN_TOKEN', 'PAYMENT_SERVICE_TOKEN', 'SALE_GATE_SECRET', 'TRUST_PROXY', 'JWT_ISSUER', 'JWT_AUDIENCE']);
+    expect(lines(api, 'api')).toEqual([]);
+    expect(lines({ ...api, JWT_ALGORITHM: 'RS256', JWT_JWKS_URL: 'http://id.shop/.well-known/jwks.json' }, 'api')).toEqual(['JWT_JWKS_URL']);
+    expect(lines({ ...api, JWT_ALGORITHM: 'RS256', JWT_JWKS_URL: 'https://id.shop/.well-known/jwks.json' }, 'api')).toEqual([]);
+    // A worker needs none of the API's secrets.
+    expect(lines(own)).toEqual([]);
+  });
+
+  test('TRUST_PROXY: false, a hop count, or addresses and CIDR ranges', () => {
+    expect(loadConfig({ ...api, TRUST_PROXY: '2' }, 'api').TRUST_PROXY).toEqual({ hops: 2 });
+    expect(loadConfig({ ...api, TRUST_PROXY: '10.0.0.0/8, 192.0.2.7,2001:db8::/32' }, 'api').TRUST_PROXY).toEqual({ addresses: ['10.0.0.0/8', '192.0.2.7', '2001:db8::/32'] });
+    expect(loadConfig(api, 'api').TRUST_PROXY).toBe(false);
+    for (const bad of ['true', '0', '10.0.0.0/33', 'proxy.internal']) expect(lines({ ...api, TRUST_PROXY: bad }, 'api')).toEqual(['TRUST_PROXY']);
+  });
 });

@@ -1,11 +1,13 @@
 /**
  * The contract fuzzed: schemathesis (`st`, installed by scripts/services.sh from PyPI) generates requests from
- * openapi.yaml against the real API on the real stack with every check (`--checks all`), once per credential:
- * a buyer JWT (the buyer routes), the admin token (the admin routes), the payment service token (the payment
- * route); the public routes in every pass. The data each needs to reach past 401/403/404 (an active sale, its
- * item and purchase gate, an order of that buyer) is made here first and handed over through test/contract/schemathesis.toml, which
- * also fixes the seed and the number of examples. Each pass's report is kept in reports/test/schemathesis-*.txt; a
- * failure prints it, with a curl line that reproduces each failing case.
+ * openapi.yaml (the whole document, as the internal door serves it) against the real API on the real stack with
+ * every check (`--checks all`), once per credential, each at its door: a buyer JWT (the buyer routes) at the
+ * public door, the admin token (the admin routes) and the payment service token (the payment route) at the
+ * internal one; in every pass the routes without a credential that its door serves. The data each needs to
+ * reach past 401/403/404 (an active sale, its item and purchase gate, an order of that buyer) is made here first
+ * and handed over through test/contract/schemathesis.toml, which also fixes the seed and the number of examples.
+ * Each pass's report is kept in reports/test/schemathesis-*.txt; a failure prints it, with a curl line that
+ * reproduces each failing case.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -17,8 +19,14 @@ import { useAppHarness } from './api/harness';
 
 const ROOT = join(__dirname, '..');
 const ST = join(ROOT, '.local', 'venv', 'bin', 'st');
-const PUBLIC = ['health', 'ready', 'metrics', 'openapi', 'getSaleView', 'serverTime', 'devToken', 'salePage', 'saleAsset'];
-const config = testConfig({ SALE_GATE_REQUIRED: 'true' });
+/** The operations without a credential, by the door that serves them. */
+const OPEN = {
+  public: ['health', 'openapi', 'getSaleView', 'serverTime', 'devToken', 'salePage', 'saleAsset'],
+  internal: ['health', 'ready', 'metrics', 'openapi'],
+};
+// schemathesis sends wrong and missing credentials on purpose (its auth checks): all from this one address,
+// which the internal door's failed-credential limit would soon answer 429.
+const config = testConfig({ SALE_GATE_REQUIRED: 'true', INTERNAL_AUTH_FAILURES_PER_MIN: '1000000' });
 const app = useAppHarness(config, 'contract');
 const data: Record<string, string> = {};
 let buyer = '';
@@ -34,11 +42,11 @@ beforeAll(async () => {
 });
 
 /**
- * Runs one schemathesis pass over the given operation ids with the credential (in a child process: the API
- * it fuzzes answers from this one).
+ * Runs one schemathesis pass over the given operation ids with the credential, at one of the API's doors (in a
+ * child process: the API it fuzzes answers from this one).
  * @returns its exit status and report
  */
-async function fuzz(token: string, operations: string[]): Promise<{ status: number | null; output: string }> {
+async function fuzz(door: keyof typeof OPEN, token: string, operations: string[]): Promise<{ status: number | null; output: string }> {
   const child = spawn(
     ST,
     [
@@ -46,7 +54,9 @@ async function fuzz(token: string, operations: string[]): Promise<{ status: numb
       '--config-file',
       join(__dirname, 'contract', 'schemathesis.toml'),
       'run',
-      `${app.api.url}/openapi.json`,
+      `${app.api.internalUrl}/openapi.json`,
+      '--url',
+      door === 'public' ? app.api.url : app.api.internalUrl,
       '--checks',
       'all',
       '-H',
@@ -62,13 +72,13 @@ async function fuzz(token: string, operations: string[]): Promise<{ status: numb
   return { status, output };
 }
 
-test.each([
-  ['a buyer JWT', 'buyer', () => buyer, ['purchase', 'getOrder']],
-  ['the admin token', 'admin', () => config.ADMIN_TOKEN, ['createSale', 'getSale', 'loadStock']],
-  ['the payment service token', 'payment', () => config.PAYMENT_SERVICE_TOKEN, ['pay']],
-])('schemathesis with %s: no failure, every operation of the pass tested, none left for auth or data', async (_name, pass, credential, own) => {
-  const operations = [...own, ...PUBLIC];
-  const { status, output } = await fuzz(credential(), operations);
+test.each<[string, string, keyof typeof OPEN, () => string, string[]]>([
+  ['a buyer JWT', 'buyer', 'public', () => buyer, ['purchase', 'getOrder']],
+  ['the admin token', 'admin', 'internal', () => config.ADMIN_TOKEN, ['createSale', 'getSale', 'loadStock']],
+  ['the payment service token', 'payment', 'internal', () => config.PAYMENT_SERVICE_TOKEN, ['pay']],
+])('schemathesis with %s: no failure, every operation of the pass tested, none left for auth or data', async (_name, pass, door, credential, own) => {
+  const operations = [...own, ...OPEN[door]];
+  const { status, output } = await fuzz(door, credential(), operations);
   mkdirSync(join(ROOT, 'reports', 'test'), { recursive: true });
   writeFileSync(join(ROOT, 'reports', 'test', `schemathesis-${pass}.txt`), output);
   // Generated bodies can be tens of KB on one line: the report keeps each line's head.

@@ -21,16 +21,17 @@ import { shardPlacer } from '../src/reservation/placement';
 import { freePort, until } from '../tools/shared/processes';
 
 /**
- * Configuration for a test: silent logs, a free API port, a task queue no other suite polls, purchases without
- * the sale gate and without rate limits (every suite's crowd comes from loopback), which the suites that test
- * them turn on: edge (both), contract and the browser (the gate); the demo and the fault campaign run their
- * processes with the defaults (the crowd's one IP lifted).
+ * Configuration for a test: silent logs, free ports for the API's two doors, a task queue no other suite polls,
+ * purchases without the sale gate and without rate limits (every suite's crowd comes from loopback), which the
+ * suites that test them turn on: edge (both), contract and the browser (the gate); the demo and the fault
+ * campaign run their processes with the defaults (the crowd's one IP lifted).
  */
 export function testConfig(overrides: Record<string, string> = {}): Config {
   return loadConfig({
     ...process.env,
     LOG_LEVEL: 'silent',
     API_PORT: '0',
+    INTERNAL_API_PORT: '0',
     TEMPORAL_TASK_QUEUE: `test-${randomUUID()}`,
     SALE_GATE_REQUIRED: 'false',
     RATE_LIMIT_ENABLED: 'false',

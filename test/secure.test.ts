@@ -21,32 +21,17 @@ import { startWorker, type RunningWorker } from '../src/worker/main';
 import { prepareEnvironment } from './environment';
 import { buyerToken, connectClients, createTestSale, orderResult, orderRow, until, type Clients } from './helpers';
 import { openEventTap, type EventTap } from './kafka';
+import { secureEnv } from './secureStack';
 import { installTestRuntime } from './temporalRuntime';
 
 const ROOT = join(__dirname, '..');
 const SECURE = join(ROOT, '.local', 'secure');
-
-/** .local/secure/secure.env: the secured stack's client settings, as services.sh up --secure wrote them. */
-function secureEnv(): Record<string, string> {
-  let text: string;
-  try {
-    text = readFileSync(join(SECURE, 'secure.env'), 'utf8');
-  } catch {
-    throw new Error('no .local/secure/secure.env: run `bash scripts/services.sh up --secure` first (npm test does)');
-  }
-  return Object.fromEntries(
-    text
-      .split('\n')
-      .filter((line) => /^[A-Z_]+=/.test(line))
-      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
-  );
-}
-
 const env: NodeJS.ProcessEnv = {
   ...process.env,
   ...secureEnv(),
   LOG_LEVEL: 'silent',
   API_PORT: '0',
+  INTERNAL_API_PORT: '0',
   TEMPORAL_TASK_QUEUE: `secure-${randomUUID()}`,
   SALE_GATE_REQUIRED: 'false',
   RATE_LIMIT_ENABLED: 'false',
@@ -89,7 +74,7 @@ test('one whole order with every service on TLS and credentials: 202 → workflo
   expect(placed.map((e) => e.type)).toContain('OrderPlaced');
   await until('the order row', async () => (await orderRow(clients.pool, orderId))?.status === 'PENDING', 30_000);
 
-  const pay = await fetch(`${api.url}/api/flash-sales/orders/${orderId}/payment`, {
+  const pay = await fetch(`${api.internalUrl}/api/flash-sales/orders/${orderId}/payment`, {
     method: 'POST',
     headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },
     body: JSON.stringify({ paymentId: `secure-${orderId}`, amount: 4200 }),

@@ -47,12 +47,13 @@ const PRODUCER = 3;
 
 test('one purchase is one trace across the API, the starter and the worker; the payment links to it', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'traces-'));
-  const apiPort = await freePort();
+  const [apiPort, internalPort] = [await freePort(), await freePort()];
   const files = { api: join(dir, 'api.jsonl'), starter: join(dir, 'starter.jsonl'), worker: join(dir, 'worker.jsonl') };
   const taskQueue = `traces-${randomUUID()}`;
   const env = (role: keyof typeof files) => ({
     ...process.env,
     API_PORT: String(apiPort),
+    INTERNAL_API_PORT: String(internalPort),
     STARTER_IN_API: 'false',
     TEMPORAL_TASK_QUEUE: taskQueue,
     OTEL_TRACES_EXPORTER: 'jsonl',
@@ -79,9 +80,9 @@ test('one purchase is one trace across the API, the starter and the worker; the 
   const { orderId } = (await bought.json()) as { orderId: string };
   await until('the order stored', () => orderRow(clients.pool, orderId));
 
-  // The payment service's own trace, as its W3C traceparent header.
+  // The payment service's own trace, as its W3C traceparent header, on the internal door.
   const payment = { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex') };
-  const paid = await fetch(`${baseUrl}/api/flash-sales/orders/${orderId}/payment`, {
+  const paid = await fetch(`http://127.0.0.1:${internalPort}/api/flash-sales/orders/${orderId}/payment`, {
     method: 'POST',
     headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json', traceparent: `00-${payment.traceId}-${payment.spanId}-01` },
     body: JSON.stringify({ paymentId: `pay-${orderId}`, amount: sale.items[0].priceMinor }),
@@ -169,6 +170,7 @@ test('with OTEL_TRACES_EXPORTER=otlp, the API sends its spans to the collector O
     const env = {
       ...process.env,
       API_PORT: String(apiPort),
+      INTERNAL_API_PORT: '0',
       STARTER_IN_API: 'false',
       OTEL_TRACES_EXPORTER: 'otlp',
       OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}/v1/traces`,

@@ -1,7 +1,8 @@
 /**
- * The Koa application: middleware that each do one thing (error → JSON, body parsing, auth per route group)
- * and the router with every route. Built from injected clients so tests and `npm run api` assemble it the same
- * way.
+ * The Koa applications of the API's two doors (design: Safe as shipped): the public one, for buyers and the
+ * sale page, and the internal one (admin, payments, metrics, readiness), on a listener a deployment does not
+ * expose. Middleware that each do one thing (error → JSON, body parsing, auth per route group) and a router per
+ * door. Built from injected clients so tests and `npm run api` assemble them the same way.
  */
 import { METHODS } from 'node:http';
 import { bodyParser } from '@koa/bodyparser';
@@ -11,13 +12,14 @@ import { devTokensServed } from '../config';
 import { isConstraintViolation } from '../db';
 import type { Logger } from '../logger';
 import { getSaleHandler, createSaleHandler, loadStockHandler } from './routes/admin';
-import { buyerAuth, buyerAuthenticator, staticBearer, type BuyerState } from './auth';
+import { buyerAuth, buyerAuthenticator, staticBearer, type BuyerState, type CredentialGuard } from './auth';
+import { clientKeyOf } from './clientAddress';
 import type { AppDeps } from './deps';
 import { isUnavailable, reply, type ErrorCode } from './errors';
-import { metricsHandler, openApiDocument, readinessHandler } from './routes/ops';
+import { metricsHandler, openApiDocument, publicOpenApiDocument, readinessHandler } from './routes/ops';
 import { devPaymentHandler, getOrderHandler, paymentHandler, paymentMetrics } from './routes/orders';
 import { purchaseHandler, purchaseMetrics, soldOutAnswer } from './routes/purchase';
-import { RateLimits, replyRateLimited } from './rateLimits';
+import { RateLimits, replyRateLimited, type Limited } from './rateLimits';
 import { SaleGates } from './saleGate';
 import { traceRequests } from './tracing';
 import { devTokenHandler, saleAssetHandler, salePageHandler, saleViewHandler, serverTimeHandler } from './routes/saleView';
@@ -70,74 +72,113 @@ function errorsAsJson(replyToError: (ctx: Context, err: unknown) => ErrorCode) {
   };
 }
 
-/** Middleware: the buyer routes' rate limit of the client IP, or of the buyer (after buyerAuth); 429 with Retry-After. */
-function rateLimited(limits: RateLimits, by: 'ip' | 'buyer') {
-  return async function limit(ctx: Context, next: Next): Promise<void> {
-    const limited = by === 'ip' ? await limits.ip(ctx.ip) : await limits.buyer((ctx.state as BuyerState).buyerId);
-    if (!limited) return next();
-    replyRateLimited(ctx, limited);
+/** Middleware: a rate limit of the client (clientKeyOf), or of the buyer (after buyerAuth); 429 with Retry-After. */
+function rateLimited(limit: (ctx: Context) => Promise<Limited>) {
+  return async function limited(ctx: Context, next: Next): Promise<void> {
+    const refused = await limit(ctx);
+    if (!refused) return next();
+    replyRateLimited(ctx, refused);
   };
 }
 
-/** @returns the Koa app with every route of openapi.yaml mounted */
-export async function createApp(deps: AppDeps): Promise<Koa> {
-  const app = new Koa();
-  // Behind a proxy that sets X-Forwarded-For, ctx.ip (the rate limits' key) is the client's, not the proxy's.
-  app.proxy = deps.config.TRUST_PROXY;
-  // The last X-Forwarded-For entry is the one our proxy appended; those before it are the client's to write.
-  app.maxIpsCount = 1;
+/** Middleware: every answer tells browsers not to guess its type (JSON read as HTML). */
+async function noSniff(ctx: Context, next: Next): Promise<void> {
+  ctx.set('X-Content-Type-Options', 'nosniff');
+  await next();
+}
+
+/** The API's two listeners' applications: what buyers may reach, and what only the house may. */
+export interface Apps {
+  /** Buyers' routes, the sale view and page, the clock, /healthz and the public contract (and development routes). */
+  public: Koa;
+  /** Payments, admin, /readyz, /metrics, /healthz and the whole contract. */
+  internal: Koa;
+}
+
+/** @returns the two applications, with every route of openapi.yaml mounted on one of them */
+export async function createApps(deps: AppDeps): Promise<Apps> {
   const json = bodyParser({ enableTypes: ['json'], jsonLimit: '16kb', encoding: 'utf-8' });
   // A sale of up to 1,000 items (SaleInput), from the trusted admin credential, does not fit in 16 KB.
   const saleJson = bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', encoding: 'utf-8' });
   const authenticate = buyerAuthenticator(deps.config, deps.log);
   const buyer = buyerAuth(authenticate);
-  const admin = staticBearer(deps.config.ADMIN_TOKEN);
-  const paymentService = staticBearer(deps.config.PAYMENT_SERVICE_TOKEN);
   const gates = new SaleGates(deps.config.SALE_GATE_SECRET);
   const limits = new RateLimits(deps.config);
+  const clientKey = clientKeyOf(deps.config.TRUST_PROXY);
+  const byClient = rateLimited((ctx) => limits.ip(clientKey(ctx.req)));
+  const byBuyer = rateLimited((ctx) => limits.buyer((ctx.state as BuyerState).buyerId));
+  const reads = rateLimited((ctx) => limits.read(clientKey(ctx.req)));
+  const guard = (credential: 'admin' | 'payment'): CredentialGuard => ({
+    blocked: (ctx) => limits.credentialsBlocked(clientKey(ctx.req)),
+    async failed(ctx, code) {
+      deps.metrics.credentialFailures.labels(credential, code).inc();
+      if (code !== 'RATE_LIMITED') await limits.credentialFailed(clientKey(ctx.req));
+    },
+  });
+  const admin = staticBearer(deps.config.ADMIN_TOKEN, guard('admin'));
+  const paymentService = staticBearer(deps.config.PAYMENT_SERVICE_TOKEN, guard('payment'));
+  const tracing = deps.config.OTEL_TRACES_EXPORTER !== 'none';
+  // A service's traceparent is its span's parent only once its credential is verified: before, a stranger could
+  // force sampling or write spans into a chosen trace.
+  const traced = tracing ? traceRequests({ callerIsParent: true }) : passOn;
 
   // Every method Node's parser accepts (TRACE, QUERY, PROPFIND…) is known to the router, so a route answers one
   // it does not serve 405 with Allow (RFC 9110 §15.5.6), never 501: the method is understood, just not here.
   const replyToError = errorReplier(deps.log);
-  const router = new Router({ methods: METHODS });
-  router
-    .post(
-      '/api/flash-sales/items/:itemId/purchase',
-      purchaseMetrics(deps, replyToError),
-      rateLimited(limits, 'ip'),
-      buyer,
-      rateLimited(limits, 'buyer'),
-      purchaseHandler(deps, gates),
-    )
-    .get('/api/flash-sales/sales/:saleId', saleViewHandler(deps, gates))
-    .get('/api/flash-sales/time', serverTimeHandler())
-    .get('/api/flash-sales/orders/:orderId', rateLimited(limits, 'ip'), buyer, rateLimited(limits, 'buyer'), getOrderHandler(deps))
-    .post('/api/flash-sales/orders/:orderId/payment', paymentMetrics(deps, replyToError), paymentService, json, paymentHandler(deps))
-    .post('/api/admin/sales', admin, saleJson, createSaleHandler(deps))
-    .get('/api/admin/sales/:saleId', admin, getSaleHandler(deps))
-    .post('/api/admin/sales/:saleId/stock', admin, loadStockHandler(deps))
-    .get('/healthz', (ctx) => {
-      ctx.body = { status: 'ok' };
-    })
-    .get('/readyz', readinessHandler(deps))
-    .get('/metrics', metricsHandler(deps))
+  const publicRouter = new Router({ methods: METHODS });
+  publicRouter
+    .post('/api/flash-sales/items/:itemId/purchase', purchaseMetrics(deps, replyToError), byClient, buyer, byBuyer, purchaseHandler(deps, gates))
+    .get('/api/flash-sales/sales/:saleId', reads, saleViewHandler(deps, gates))
+    .get('/api/flash-sales/time', reads, serverTimeHandler())
+    .get('/api/flash-sales/orders/:orderId', byClient, buyer, byBuyer, getOrderHandler(deps))
+    .get('/healthz', healthHandler)
     .get('/openapi.json', (ctx) => {
-      ctx.body = openApiDocument;
+      ctx.body = publicOpenApiDocument;
     })
-    .get('/sale/:saleId', salePageHandler())
+    .get('/sale/:saleId', reads, salePageHandler())
     .get('/sale/assets/:file', saleAssetHandler());
   // Anyone may mint a buyer token here: a development convenience for the sale page, only while tokens are
   // signed with the public development secret (forgeable by anyone anyway), never with a real one.
   // The same holds for the page's development "Pay": a buyer pays their own order without a payment service.
   if (devTokensServed(deps.config)) {
-    router.post('/api/dev/token', json, devTokenHandler(deps)).post('/api/dev/orders/:orderId/payment', buyer, devPaymentHandler(deps));
+    publicRouter.post('/api/dev/token', json, devTokenHandler(deps)).post('/api/dev/orders/:orderId/payment', buyer, devPaymentHandler(deps));
   }
 
+  const internalRouter = new Router({ methods: METHODS });
+  internalRouter
+    .post('/api/flash-sales/orders/:orderId/payment', paymentMetrics(deps, replyToError), paymentService, traced, json, paymentHandler(deps))
+    .post('/api/admin/sales', admin, traced, saleJson, createSaleHandler(deps))
+    .get('/api/admin/sales/:saleId', admin, traced, getSaleHandler(deps))
+    .post('/api/admin/sales/:saleId/stock', admin, traced, loadStockHandler(deps))
+    .get('/healthz', healthHandler)
+    .get('/readyz', readinessHandler(deps))
+    .get('/metrics', metricsHandler(deps))
+    .get('/openapi.json', (ctx) => {
+      ctx.body = openApiDocument;
+    });
+
+  const publicApp = new Koa();
   // The stampede's sold-out answers, before any async layer and the router's dispatch.
-  app.use(soldOutAnswer(deps));
-  if (deps.config.OTEL_TRACES_EXPORTER !== 'none') app.use(traceRequests());
-  app.use(errorsAsJson(replyToError));
-  app.use(router.routes());
-  app.use(router.allowedMethods());
-  return app;
+  publicApp.use(soldOutAnswer(deps));
+  // A buyer's traceparent is only ever a link (src/api/tracing.ts).
+  if (tracing) publicApp.use(traceRequests({ callerIsParent: false }));
+  const internalApp = new Koa();
+  for (const [app, router] of [
+    [publicApp, publicRouter],
+    [internalApp, internalRouter],
+  ] as const) {
+    app.use(noSniff);
+    app.use(errorsAsJson(replyToError));
+    app.use(router.routes());
+    app.use(router.allowedMethods());
+  }
+  return { public: publicApp, internal: internalApp };
+}
+
+function healthHandler(ctx: Context): void {
+  ctx.body = { status: 'ok' };
+}
+
+function passOn(_ctx: Context, next: Next): Promise<void> {
+  return next();
 }

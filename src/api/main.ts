@@ -5,7 +5,7 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../db';
@@ -16,11 +16,13 @@ import { createRedis } from '../reservation/client';
 import { ReplicationBarrier } from '../reservation/replication';
 import { SaleLayouts } from '../reservation/layout';
 import { OrderWorkflows } from '../temporal';
-import { createApp } from './app';
+import type Koa from 'koa';
+import { createApps } from './app';
 import { clientErrorResponse } from './errors';
 import { Catalog } from './catalog';
 import { createMetrics } from './metrics';
 import { dependencyChecks } from './routes/ops';
+import { Polled, STORE_READING_MS } from './polled';
 import { SoldOutFlags } from './soldOut';
 import { createStarter } from '../starter/starter';
 import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
@@ -31,14 +33,57 @@ const DRAIN_MS = 10_000;
 const ACCEPT_BACKLOG = 4096;
 
 export interface RunningApi {
+  /** The public door's listener. */
   server: Server;
-  /** Base URL, e.g. http://127.0.0.1:3000 */
+  /** The public door's base URL, e.g. http://127.0.0.1:3000 */
   url: string;
+  /** The internal door's listener (admin, payments, metrics, readiness). */
+  internalServer: Server;
+  /** The internal door's base URL, e.g. http://127.0.0.1:3100 */
+  internalUrl: string;
   close(): Promise<void>;
 }
 
 /**
- * Connects the clients and listens on config.API_HOST:API_PORT (port 0 picks a free one).
+ * A listener for one door, with the configured header and request timeouts and connection cap, and parser
+ * refusals answered as JSON (clientErrorResponse).
+ * @returns the server, listening on host:port once its 'listening' event fires ('error' when it cannot)
+ */
+function serve(app: Koa, config: Config, host: string, port: number): Server {
+  const server = createServer(
+    {
+      headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+      // Node checks both timeouts on this period (30 s by default): a slow client would outstay them by that much.
+      connectionsCheckingInterval: Math.min(1000, config.HTTP_HEADERS_TIMEOUT_MS),
+    },
+    app.callback(),
+  );
+  server.maxConnections = config.HTTP_MAX_CONNECTIONS;
+  server.keepAliveTimeout = 65_000;
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    // As Node's own handler: nothing to answer on a reset or already closed socket.
+    if (err.code === 'ECONNRESET' || !socket.writable) socket.destroy();
+    else socket.end(clientErrorResponse(err));
+  });
+  // A burst of new connections (payment notifications, buyers arriving at the sale's start) waits in the
+  // kernel's accept queue while the event loop is busy; Node's default of 511 drops the excess, and each dropped
+  // SYN costs its client a second before it retries. The kernel caps this at net.core.somaxconn.
+  server.listen({ port, host, backlog: ACCEPT_BACKLOG });
+  return server;
+}
+
+/** Stops a listener: idle connections at once, requests in flight given DRAIN_MS to finish. */
+async function drain(server: Server): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const drained = await Promise.race([closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), DRAIN_MS).unref())]);
+  if (!drained) server.closeAllConnections();
+}
+
+/**
+ * Connects the clients and listens on the public door, config.API_HOST:API_PORT, and the internal one,
+ * INTERNAL_API_HOST:INTERNAL_API_PORT (port 0 picks a free one).
  * @throws DependencyError naming Redis or Temporal when one is out of reach at start, or PostgreSQL when it is
  *   wrongly configured (TLS, credentials; an outage is only logged); the clients opened so far are closed. The
  *   listen error when the port is taken.
@@ -70,13 +115,11 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   // Its own client: the queue's reads must not queue behind (or ahead of) the purchases' EVALSHAs.
   const queueRedis = createRedis(config);
   queueRedis.on('error', (err) => log.warn({ err: err.message }, 'redis error (start queue)'));
-  // Scraped only once the server listens, so the starter is there by then.
-  const metrics = createMetrics(
-    () => soldOut.size,
-    () => starter?.depths() ?? Promise.resolve(new Map()),
-    pool,
-    dependencyChecks({ redis, pool, workflows }),
-  );
+  // Read on a timer from the first /readyz or scrape on, which only come once the server listens (so the starter
+  // is there by then): a flood of them costs the stores nothing.
+  const dependencies = new Polled(dependencyChecks({ redis, pool, workflows }), STORE_READING_MS);
+  const queueDepths = new Polled(() => starter?.depths() ?? Promise.resolve(new Map()), STORE_READING_MS);
+  const metrics = createMetrics(() => soldOut.size, () => queueDepths.latest(), pool, () => dependencies.latest());
   const starter = config.STARTER_IN_API
     ? createStarter(
         config,
@@ -84,7 +127,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
         metrics.starterHooks,
       )
     : undefined;
-  const app = await createApp({
+  const apps = await createApps({
     config,
     log,
     pool,
@@ -96,32 +139,38 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     soldOut,
     metrics,
     starter: starter ?? { notice: () => undefined },
+    dependencies: () => dependencies.latest(),
   });
-  // A burst of new connections (payment notifications, buyers arriving at the sale's start) waits in the
-  // kernel's accept queue while the event loop is busy; Node's default of 511 drops the excess, and each dropped
-  // SYN costs its client a second before it retries. The kernel caps this at net.core.somaxconn.
-  const server = app.listen({ port: config.API_PORT, host: config.API_HOST, backlog: ACCEPT_BACKLOG });
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
-    // As Node's own handler: nothing to answer on a reset or already closed socket.
-    if (err.code === 'ECONNRESET' || !socket.writable) socket.destroy();
-    else socket.end(clientErrorResponse(err));
+  const servers = [
+    serve(apps.public, config, config.API_HOST, config.API_PORT),
+    serve(apps.internal, config, config.INTERNAL_API_HOST, config.INTERNAL_API_PORT),
+  ];
+  // One listener that cannot open (its port taken) stops the start: close the one that did.
+  const listening = await Promise.allSettled(servers.map((server) => once(server, 'listening')));
+  const failed = listening.find((r) => r.status === 'rejected');
+  if (failed) {
+    for (const server of servers) server.close();
+    soldOut.stop();
+    await Promise.allSettled([redis.quit(), queueRedis.quit(), pool.end(), workflows.close()]);
+    throw failed.reason;
+  }
+  const [url, internalUrl] = servers.map((server, i) => {
+    const address = server.address();
+    const host = i === 0 ? config.API_HOST : config.INTERNAL_API_HOST;
+    return `http://${host}:${typeof address === 'object' && address ? address.port : 0}`;
   });
-  await once(server, 'listening');
-  server.keepAliveTimeout = 65_000;
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : config.API_PORT;
-  const url = `http://${config.API_HOST}:${port}`;
   starter?.start();
-  log.info({ url, node: process.version }, 'api listening');
+  log.info({ url, internalUrl, node: process.version }, 'api listening');
   return {
-    server,
+    server: servers[0],
     url,
+    internalServer: servers[1],
+    internalUrl,
     async close() {
       soldOut.stop();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      const drained = await Promise.race([closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), DRAIN_MS).unref())]);
-      if (!drained) server.closeAllConnections();
+      dependencies.stop();
+      queueDepths.stop();
+      await Promise.all(servers.map(drain));
       await starter?.stop();
       barrier?.close();
       await Promise.allSettled([redis.quit(), queueRedis.quit(), pool.end(), workflows.close()]);
@@ -164,7 +213,7 @@ function runProcesses(config: Config, log: Logger): void {
 }
 
 async function main(): Promise<void> {
-  const config = loadConfig();
+  const config = loadConfig(process.env, 'api');
   const log = createLogger(config.LOG_LEVEL, 'api');
   if (config.API_PROCESSES > 1 && cluster.isPrimary) return runProcesses(config, log);
   const tracing = startTracing(config, 'api', log);

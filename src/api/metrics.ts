@@ -17,9 +17,11 @@ export type Dependencies = () => Promise<Record<string, { up: boolean }>>;
 
 /**
  * @param soldOutCount reads the number of items flagged sold out in this process
- * @param queueDepths reads the start queues of the sales this process's starter watches (at each scrape)
- * @param pool the PostgreSQL pool whose connections and waiting queries are read at each scrape
- * @param dependencies checks the stores at each scrape, as /readyz does (the "store down" alert reads it)
+ * @param queueDepths reads the start queues of the sales this process's starter watches (at each scrape; the API
+ *   hands it the last reading of a timer, src/api/polled.ts)
+ * @param pool the PostgreSQL pool whose connections and waiting queries are read at each scrape (in memory)
+ * @param dependencies the stores' status at each scrape, as /readyz reads it (the "store down" alert reads it;
+ *   the API hands it the last check of a timer)
  */
 export function createMetrics(soldOutCount: () => number, queueDepths: QueueDepths, pool: PoolCounts, dependencies: Dependencies) {
   const registry = new Registry();
@@ -86,6 +88,23 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [registry],
     }),
+    /**
+     * Answers to requests whose credential was missing or refused (or that were limited before it was read), apart
+     * from the purchase and payment series the alerts read, so that a flood of them dilutes no ratio or latency.
+     */
+    unauthenticated: new Counter({
+      name: 'flash_sale_unauthenticated_answers_total',
+      help: 'Answers to requests without a verified credential, by route (purchase, order, payment, admin) and code.',
+      labelNames: ['route', 'code'] as const,
+      registers: [registry],
+    }),
+    /** Refused internal-door credentials: each wrong or missing token, and each request refused for too many. */
+    credentialFailures: new Counter({
+      name: 'flash_sale_credential_failures_total',
+      help: 'Internal door: refused admin and payment-service credentials by credential and code (TOKEN_MISSING, FORBIDDEN, RATE_LIMITED).',
+      labelNames: ['credential', 'code'] as const,
+      registers: [registry],
+    }),
     reservations: new Counter({
       name: 'flash_sale_reservations_total',
       help: 'Units reserved in Redis (each with its start queue entry).',
@@ -94,7 +113,7 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
     starterHooks: starterMetrics(registry, queueDepths),
     dependencyUp: new Gauge({
       name: 'flash_sale_dependency_up',
-      help: 'Whether each store this process needs answers (1) or not (0), checked at each scrape as /readyz checks it.',
+      help: 'Whether each store this process needs answers (1) or not (0), as /readyz last checked it (every second).',
       labelNames: ['dependency'] as const,
       registers: [registry],
       async collect() {

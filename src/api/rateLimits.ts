@@ -1,10 +1,11 @@
 /**
- * Rate limits of the buyer routes (purchase, GET order), per client IP and per buyer, with rate-limiter-flexible's
- * in-memory limiter: fixed windows of RATE_LIMIT_WINDOW_S seconds, RATE_LIMIT_PER_IP and RATE_LIMIT_PER_BUYER
- * requests each. In memory, per API process: a limit costs no round trip to Redis, the store the stampede
- * already leans on, and N processes admit at most N times the limit (a gateway in front would hold a global
- * one). Over a limit: 429 RATE_LIMITED with Retry-After (whole seconds), nothing else done. The client IP is the
- * socket's, or X-Forwarded-For's first hop when TRUST_PROXY is on.
+ * Rate limits, with rate-limiter-flexible's in-memory limiter: the buyer routes (purchase, GET order) per client
+ * and per buyer (RATE_LIMIT_PER_IP, RATE_LIMIT_PER_BUYER), the public reads per client (RATE_LIMIT_READS_PER_IP),
+ * in fixed windows of RATE_LIMIT_WINDOW_S seconds; and the internal door's failed credentials per client
+ * (INTERNAL_AUTH_FAILURES_PER_MIN a minute). In memory, per API process: a limit costs no round trip to Redis,
+ * the store the stampede already leans on, and N processes admit at most N times the limit (a gateway in front
+ * would hold a global one). Over a limit: 429 RATE_LIMITED with Retry-After (whole seconds), nothing else done.
+ * The client is keyed by src/api/clientAddress.ts (TRUST_PROXY; IPv6 by its /64).
  */
 import type { Context } from 'koa';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
@@ -14,21 +15,46 @@ import { reply } from './errors';
 /** How a request fared: admitted, or refused with the seconds to wait. */
 export type Limited = undefined | { retryAfterS: number };
 
-/** The two limiters of one API process; `enabled` false (RATE_LIMIT_ENABLED) admits everything uncounted. */
+/**
+ * The limiters of one API process; `enabled` false (RATE_LIMIT_ENABLED) admits buyers and readers uncounted
+ * (never failed credentials).
+ */
 export class RateLimits {
   readonly enabled: boolean;
   private readonly byIp: RateLimiterMemory;
   private readonly byBuyer: RateLimiterMemory;
+  private readonly reads: RateLimiterMemory;
+  private readonly authFailures: RateLimiterMemory;
 
-  constructor(config: Pick<Config, 'RATE_LIMIT_ENABLED' | 'RATE_LIMIT_PER_IP' | 'RATE_LIMIT_PER_BUYER' | 'RATE_LIMIT_WINDOW_S'>) {
+  constructor(
+    config: Pick<Config, 'RATE_LIMIT_ENABLED' | 'RATE_LIMIT_PER_IP' | 'RATE_LIMIT_PER_BUYER' | 'RATE_LIMIT_READS_PER_IP' | 'RATE_LIMIT_WINDOW_S' | 'INTERNAL_AUTH_FAILURES_PER_MIN'>,
+  ) {
     this.enabled = config.RATE_LIMIT_ENABLED;
     this.byIp = new RateLimiterMemory({ keyPrefix: 'ip', points: config.RATE_LIMIT_PER_IP, duration: config.RATE_LIMIT_WINDOW_S });
     this.byBuyer = new RateLimiterMemory({ keyPrefix: 'buyer', points: config.RATE_LIMIT_PER_BUYER, duration: config.RATE_LIMIT_WINDOW_S });
+    this.reads = new RateLimiterMemory({ keyPrefix: 'read', points: config.RATE_LIMIT_READS_PER_IP, duration: config.RATE_LIMIT_WINDOW_S });
+    this.authFailures = new RateLimiterMemory({ keyPrefix: 'auth', points: config.INTERNAL_AUTH_FAILURES_PER_MIN, duration: 60 });
   }
 
-  /** Counts one request of the client IP. @returns undefined when admitted (or limits are off) */
-  ip(ip: string): Promise<Limited> {
-    return this.enabled ? take(this.byIp, ip) : Promise.resolve(undefined);
+  /** Counts one buyer-route request of the client (clientKeyOf). @returns undefined when admitted (or limits are off) */
+  ip(client: string): Promise<Limited> {
+    return this.enabled ? take(this.byIp, client) : Promise.resolve(undefined);
+  }
+
+  /** Counts one public read of the client. @returns undefined when admitted (or limits are off) */
+  read(client: string): Promise<Limited> {
+    return this.enabled ? take(this.reads, client) : Promise.resolve(undefined);
+  }
+
+  /** @returns how long the client must wait when its failed credentials reached the limit, else undefined */
+  async credentialsBlocked(client: string): Promise<Limited> {
+    const res = await this.authFailures.get(client);
+    return res && res.remainingPoints <= 0 ? { retryAfterS: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) } : undefined;
+  }
+
+  /** Counts one failed credential of the client (wrong or missing token on the internal door). */
+  async credentialFailed(client: string): Promise<void> {
+    await this.authFailures.penalty(client);
   }
 
   /** Counts one request of the buyer (the verified token's sub). @returns undefined when admitted (or limits are off) */

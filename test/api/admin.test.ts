@@ -15,7 +15,8 @@ const app = useAppHarness(config, 'admin');
 const { accepted } = app;
 let clients: Clients;
 let call: Http;
-beforeAll(() => ({ clients, call } = app));
+let internal: Http;
+beforeAll(() => ({ clients, call, internal } = app));
 const run = randomUUID().slice(0, 8);
 const admin = config.ADMIN_TOKEN;
 
@@ -33,7 +34,7 @@ function saleInput(name: string, quantities: number[]) {
 }
 
 async function createSale(quantities: number[]): Promise<ApiBody & { saleId: number; items: NonNullable<ApiBody['items']> }> {
-  const reply = await call('POST', '/api/admin/sales', { token: admin, json: saleInput(`admin-${run}-${randomUUID()}`, quantities) });
+  const reply = await internal('POST', '/api/admin/sales', { token: admin, json: saleInput(`admin-${run}-${randomUUID()}`, quantities) });
   expect(reply.status).toBe(201);
   return reply.body as ApiBody & { saleId: number; items: NonNullable<ApiBody['items']> };
 }
@@ -49,7 +50,7 @@ async function purchase(itemId: number, buyer: string) {
 
 test('POST /api/admin/sales → 201 with item ids, and every item’s stock is loaded in Redis', async () => {
   const name = `admin-create-${run}`;
-  const reply = await call('POST', '/api/admin/sales', { token: admin, json: saleInput(name, [7, 0, 3]) });
+  const reply = await internal('POST', '/api/admin/sales', { token: admin, json: saleInput(name, [7, 0, 3]) });
   expect(reply.status).toBe(201);
   expect(reply.body).toMatchObject({ name, paymentWindowMs: 600_000 });
   const { saleId, items } = reply.body as { saleId: number; items: NonNullable<ApiBody['items']> };
@@ -65,7 +66,7 @@ test('POST /api/admin/sales → 201 with item ids, and every item’s stock is l
   expect([...stock.values()]).toEqual([7, 0, 3]);
   expect(await salesNamed(name)).toBe(1);
 
-  const read = await call('GET', `/api/admin/sales/${saleId}`, { token: admin });
+  const read = await internal('GET', `/api/admin/sales/${saleId}`, { token: admin });
   expect(read.status).toBe(200);
   expect(read.body.items?.map((i) => i.stock)).toEqual([7, 0, 3]);
 });
@@ -90,7 +91,7 @@ describe('POST /api/admin/sales with a bad body → 400 INVALID_BODY (shape) or 
     ['a shape fault and a rule broken: the shape wins', () => ({ ...good(), name: '', endsAt: new Date(Date.now() - 3_600_000).toISOString() }), 400, 'INVALID_BODY'],
   ])('%s', async (_name, build, status, code) => {
     const body = build();
-    const reply = await call('POST', '/api/admin/sales', { token: admin, json: body });
+    const reply = await internal('POST', '/api/admin/sales', { token: admin, json: body });
     expect(reply.status).toBe(status);
     expect(reply.body.error).toBe(code);
     expect(reply.body.details?.length).toBeGreaterThan(0);
@@ -98,7 +99,7 @@ describe('POST /api/admin/sales with a bad body → 400 INVALID_BODY (shape) or 
   });
 
   test('broken JSON', async () => {
-    const reply = await call('POST', '/api/admin/sales', { token: admin, body: '{"name": ', headers: { 'content-type': 'application/json' } });
+    const reply = await internal('POST', '/api/admin/sales', { token: admin, body: '{"name": ', headers: { 'content-type': 'application/json' } });
     expect(reply.status).toBe(400);
     expect(reply.body.error).toBe('INVALID_BODY');
   });
@@ -107,7 +108,7 @@ describe('POST /api/admin/sales with a bad body → 400 INVALID_BODY (shape) or 
 describe('admin credentials', () => {
   test('no credential → 401 on every admin route; nothing created or loaded', async () => {
     const name = `admin-anon-${run}`;
-    const created = await call('POST', '/api/admin/sales', { json: saleInput(name, [5]) });
+    const created = await internal('POST', '/api/admin/sales', { json: saleInput(name, [5]) });
     expect(created.status).toBe(401);
     expect(created.body).toEqual({ error: 'TOKEN_MISSING' });
     expect(await salesNamed(name)).toBe(0);
@@ -120,7 +121,7 @@ describe('admin credentials', () => {
       ['POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true`],
       ['GET', `/api/admin/sales/${sale.saleId}`],
     ]) {
-      const reply = await call(method, path);
+      const reply = await internal(method, path);
       expect(reply.status).toBe(401);
       expect(reply.body).toEqual({ error: 'TOKEN_MISSING' });
     }
@@ -130,7 +131,7 @@ describe('admin credentials', () => {
   test('a buyer JWT or the payment service credential → 403', async () => {
     const name = `admin-buyer-${run}`;
     for (const token of [await buyerToken(config, `wannabe-admin-${run}`), config.PAYMENT_SERVICE_TOKEN]) {
-      const reply = await call('POST', '/api/admin/sales', { token, json: saleInput(name, [5]) });
+      const reply = await internal('POST', '/api/admin/sales', { token, json: saleInput(name, [5]) });
       expect(reply.status).toBe(403);
       expect(reply.body).toEqual({ error: 'FORBIDDEN' });
     }
@@ -139,14 +140,14 @@ describe('admin credentials', () => {
 
   test('bad or unknown sale ids → 400 INVALID_SALE_ID / 404 SALE_NOT_FOUND', async () => {
     for (const id of ['abc', '0', '01', '2147483648']) {
-      const reply = await call('POST', `/api/admin/sales/${id}/stock`, { token: admin });
+      const reply = await internal('POST', `/api/admin/sales/${id}/stock`, { token: admin });
       expect(reply.status).toBe(400);
       expect(reply.body).toEqual({ error: 'INVALID_SALE_ID' });
     }
-    const unknown = await call('POST', '/api/admin/sales/2147483647/stock', { token: admin });
+    const unknown = await internal('POST', '/api/admin/sales/2147483647/stock', { token: admin });
     expect(unknown.status).toBe(404);
     expect(unknown.body).toEqual({ error: 'SALE_NOT_FOUND' });
-    const get = await call('GET', '/api/admin/sales/2147483647', { token: admin });
+    const get = await internal('GET', '/api/admin/sales/2147483647', { token: admin });
     expect(get.status).toBe(404);
   });
 });
@@ -167,7 +168,7 @@ test('POST /stock twice is idempotent: a loaded sale keeps its stock, buyers and
   expect(before[0]).toBe(4);
 
   for (let i = 0; i < 2; i++) {
-    const reply = await call('POST', `/api/admin/sales/${sale.saleId}/stock`, { token: admin });
+    const reply = await internal('POST', `/api/admin/sales/${sale.saleId}/stock`, { token: admin });
     expect(reply.status).toBe(200);
     expect(reply.body.items?.[0].stock).toBe(4);
     expect(await state()).toEqual(before);
@@ -181,12 +182,12 @@ test('POST /stock with a flag that is not "true" or "false" → 400 INVALID_QUER
   // The sale as not loaded: no loaded mark, no stock.
   await clients.redis.del(keys.stock(itemId), keys.loaded);
   for (const query of ['rebuild=AAA', 'rebuild=TRUE', 'rebuild=1', 'force=yes', 'rebuild=true&rebuild=false', 'rebuild=']) {
-    const reply = await call('POST', `/api/admin/sales/${sale.saleId}/stock?${query}`, { token: admin });
+    const reply = await internal('POST', `/api/admin/sales/${sale.saleId}/stock?${query}`, { token: admin });
     expect({ query, status: reply.status, error: reply.body.error }).toEqual({ query, status: 400, error: 'INVALID_QUERY' });
     expect(await clients.redis.exists(keys.stock(itemId), keys.loaded)).toBe(0);
   }
   // The same request with a well-formed flag does load the stock: the refusals above held back a real change.
-  const loaded = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=false`, { token: admin });
+  const loaded = await internal('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=false`, { token: admin });
   expect([loaded.status, loaded.body.items?.[0].stock]).toEqual([200, 6]);
 });
 
@@ -202,7 +203,7 @@ test('?rebuild=true after the sale’s Redis keys were lost restores stock = qua
   const paidId = paidOrder.body.orderId as string;
   const pendingId = pendingOrder.body.orderId as string;
   accepted.push(paidId, pendingId);
-  const pay = await call('POST', `/api/flash-sales/orders/${paidId}/payment`, {
+  const pay = await internal('POST', `/api/flash-sales/orders/${paidId}/payment`, {
     token: config.PAYMENT_SERVICE_TOKEN,
     json: { paymentId: `rebuild-${run}`, amount: 2500 },
   });
@@ -218,13 +219,13 @@ test('?rebuild=true after the sale’s Redis keys were lost restores stock = qua
 
   // Redis loses the sale (its loaded mark with the rest).
   await clients.redis.del(keys.stock(itemId), keys.buyers, keys.reservations, keys.loaded);
-  const lost = await call('GET', `/api/admin/sales/${sale.saleId}`, { token: admin });
+  const lost = await internal('GET', `/api/admin/sales/${sale.saleId}`, { token: admin });
   expect(lost.body.items?.[0].stock).toBeNull();
   const meanwhile = await purchase(itemId, `rebuild-meanwhile-${run}`);
   expect(meanwhile.status).toBe(503);
   expect(meanwhile.body).toEqual({ error: 'STOCK_NOT_LOADED' });
 
-  const rebuilt = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true`, { token: admin });
+  const rebuilt = await internal('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true`, { token: admin });
   expect(rebuilt.status).toBe(200);
   expect(rebuilt.body.items?.[0]).toMatchObject({ quantity: 10, sold: 2, stock: 8 });
   expect((await clients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(8);

@@ -3,7 +3,7 @@
  * without its sale's gate value, is 403; a flood of one buyer or one client IP is 429 with Retry-After past its
  * limit; the sold-out answer stands ahead of the limits. Each refusal changes nothing in Redis (stock, buyers,
  * reservations, start queue), PostgreSQL (orders, sold), Temporal (the sale's workflows) or Kafka (the sale's
- * events). TRUST_PROXY is on, so each test sends its own client IP in X-Forwarded-For and has a budget of its own.
+ * events). TRUST_PROXY is 1 (one proxy in front), so each test sends its own client IP in X-Forwarded-For and has a budget of its own.
  */
 import { randomUUID } from 'node:crypto';
 import { SaleGates } from '../../src/api/saleGate';
@@ -22,7 +22,7 @@ const config = testConfig({
   RATE_LIMIT_PER_IP: String(PER_IP),
   // One window for the whole suite: no count starts afresh in the middle of a flood.
   RATE_LIMIT_WINDOW_S: '300',
-  TRUST_PROXY: 'true',
+  TRUST_PROXY: '1',
 });
 const app = useAppHarness(config, 'edge');
 const gates = new SaleGates(config.SALE_GATE_SECRET);

@@ -19,8 +19,10 @@ export interface AppHarness {
   api: RunningApi;
   worker: RunningWorker;
   temporal: Client;
-  /** HTTP calls whose every response is checked against openapi.yaml. */
+  /** HTTP calls to the public door (buyers' routes, the sale view and page), every response checked against openapi.yaml. */
   call: Http;
+  /** The same to the internal door (payments, admin, /metrics, /readyz). */
+  internal: Http;
   accepted: string[];
 }
 
@@ -37,6 +39,7 @@ export function useAppHarness(config: Config, suite: string, log?: Logger): AppH
     app.api = await startApi(config, log);
     app.temporal = await connectTemporal(config);
     app.call = http(app.api.url);
+    app.internal = http(app.api.internalUrl);
   });
   afterAll(async () => {
     await app.api?.close();

@@ -5,11 +5,15 @@
  * ORDER_NOT_PENDING for a second payment, AMOUNT_MISMATCH for a wrong amount. Every response is checked
  * against openapi.yaml.
  */
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
 import type { Client } from '@temporalio/client';
+import pino from 'pino';
+import { startApi } from '../../src/api/main';
+import { newOrderId } from '../../src/order/id';
 import type { Sale } from '../../src/sale/sales';
 import { buyerToken, type Clients, createTestSale, eventually, orderResult, orderRow, testConfig } from '../helpers';
-import type { Http } from '../openapi';
+import { http, type Http } from '../openapi';
 import { useAppHarness } from './harness';
 
 const PRICE = 1999;
@@ -19,7 +23,8 @@ const { accepted } = app;
 let clients: Clients;
 let temporal: Client;
 let call: Http;
-beforeAll(() => ({ clients, temporal, call } = app));
+let internal: Http;
+beforeAll(() => ({ clients, temporal, call, internal } = app));
 const run = randomUUID().slice(0, 8);
 
 let sale: Sale;
@@ -99,11 +104,11 @@ describe('payment route', () => {
   test('credentials: none → 401, a wrong one or a buyer JWT or the admin token → 403; the order stays PENDING', async () => {
     const { orderId, token } = await buy('pay-auth');
     const body = { paymentId: `p-${run}`, amount: PRICE };
-    const none = await call('POST', paymentPath(orderId), { json: body });
+    const none = await internal('POST', paymentPath(orderId), { json: body });
     expect(none.status).toBe(401);
     expect(none.body).toEqual({ error: 'TOKEN_MISSING' });
     for (const credential of ['wrong-payment-service-token', token, config.ADMIN_TOKEN]) {
-      const reply = await call('POST', paymentPath(orderId), { token: credential, json: body });
+      const reply = await internal('POST', paymentPath(orderId), { token: credential, json: body });
       expect(reply.status).toBe(403);
       expect(reply.body).toEqual({ error: 'FORBIDDEN' });
     }
@@ -130,10 +135,10 @@ describe('payment route', () => {
       ['brotli declared, not brotli', { body: 'garbage', headers: { 'content-type': 'application/json', 'content-encoding': 'br' } }],
     ];
     for (const [name, options] of bad) {
-      const reply = await call('POST', paymentPath(orderId), { token: service, ...options });
+      const reply = await internal('POST', paymentPath(orderId), { token: service, ...options });
       expect({ name, status: reply.status, error: reply.body.error }).toEqual({ name, status: 400, error: 'INVALID_BODY' });
     }
-    const paid = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `ok-${run}`, amount: PRICE } });
+    const paid = await internal('POST', paymentPath(orderId), { token: service, json: { paymentId: `ok-${run}`, amount: PRICE } });
     expect(paid.status).toBe(200);
     expect(paid.body).toEqual({ orderId, status: 'PAID', paymentId: `ok-${run}` });
     const view = await call('GET', orderPath(orderId), { token });
@@ -141,10 +146,10 @@ describe('payment route', () => {
   });
 
   test('an unknown order → 404 ORDER_NOT_FOUND; a malformed id → 404', async () => {
-    const unknown = await call('POST', paymentPath(randomUUID()), { token: service, json: { paymentId: 'p', amount: PRICE } });
+    const unknown = await internal('POST', paymentPath(randomUUID()), { token: service, json: { paymentId: 'p', amount: PRICE } });
     expect(unknown.status).toBe(404);
     expect(unknown.body).toEqual({ error: 'ORDER_NOT_FOUND' });
-    const malformed = await call('POST', paymentPath('nope'), { token: service, json: { paymentId: 'p', amount: PRICE } });
+    const malformed = await internal('POST', paymentPath('nope'), { token: service, json: { paymentId: 'p', amount: PRICE } });
     expect(malformed.status).toBe(404);
     expect(malformed.body).toEqual({ error: 'ORDER_NOT_FOUND' });
   });
@@ -152,7 +157,7 @@ describe('payment route', () => {
   test('happy path: 200 PAID, GET shows PAID; same paymentId again → 200; another paymentId → 409 ORDER_NOT_PENDING', async () => {
     const { orderId, token } = await buy('pay-happy');
     const paymentId = `pay-${run}-1`;
-    const paid = await call('POST', paymentPath(orderId), { token: service, json: { paymentId, amount: PRICE } });
+    const paid = await internal('POST', paymentPath(orderId), { token: service, json: { paymentId, amount: PRICE } });
     expect(paid.status).toBe(200);
     expect(paid.body).toEqual({ orderId, status: 'PAID', paymentId });
 
@@ -162,19 +167,19 @@ describe('payment route', () => {
       expect(view.body).toMatchObject({ orderId, status: 'PAID', paymentId });
     });
 
-    const again = await call('POST', paymentPath(orderId), { token: service, json: { paymentId, amount: PRICE } });
+    const again = await internal('POST', paymentPath(orderId), { token: service, json: { paymentId, amount: PRICE } });
     expect(again.status).toBe(200);
     expect(again.body).toEqual({ orderId, status: 'PAID', paymentId });
-    const second = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `pay-${run}-2`, amount: PRICE } });
+    const second = await internal('POST', paymentPath(orderId), { token: service, json: { paymentId: `pay-${run}-2`, amount: PRICE } });
     expect(second.status).toBe(409);
     expect(second.body).toEqual({ error: 'ORDER_NOT_PENDING', orderId });
 
     // Once the workflow has ended, PostgreSQL answers the same way.
     await orderResult(temporal, orderId);
-    const afterEnd = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `pay-${run}-3`, amount: PRICE } });
+    const afterEnd = await internal('POST', paymentPath(orderId), { token: service, json: { paymentId: `pay-${run}-3`, amount: PRICE } });
     expect(afterEnd.status).toBe(409);
     expect(afterEnd.body).toEqual({ error: 'ORDER_NOT_PENDING', orderId });
-    const replay = await call('POST', paymentPath(orderId), { token: service, json: { paymentId, amount: PRICE } });
+    const replay = await internal('POST', paymentPath(orderId), { token: service, json: { paymentId, amount: PRICE } });
     expect(replay.status).toBe(200);
     expect(replay.body).toEqual({ orderId, status: 'PAID', paymentId });
     expect(await orderRow(clients.pool, orderId)).toMatchObject({ status: 'PAID', paymentId });
@@ -183,18 +188,48 @@ describe('payment route', () => {
   test('wrong amount → 422 AMOUNT_MISMATCH and nothing changes; the right amount then pays; its paymentId again with a wrong amount → 422', async () => {
     const { orderId } = await buy('pay-amount');
     for (const amount of [PRICE - 1, PRICE + 1, 0]) {
-      const reply = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `wrong-${amount}-${run}`, amount } });
+      const reply = await internal('POST', paymentPath(orderId), { token: service, json: { paymentId: `wrong-${amount}-${run}`, amount } });
       expect(reply.status).toBe(422);
       expect(reply.body).toEqual({ error: 'AMOUNT_MISMATCH', orderId });
     }
     await persisted(orderId);
     expect(await orderRow(clients.pool, orderId)).toMatchObject({ status: 'PENDING', paymentId: null });
-    const paid = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `right-${run}`, amount: PRICE } });
+    const paid = await internal('POST', paymentPath(orderId), { token: service, json: { paymentId: `right-${run}`, amount: PRICE } });
     expect(paid.status).toBe(200);
     expect(paid.body).toEqual({ orderId, status: 'PAID', paymentId: `right-${run}` });
     // A retry is the same payment only with the same amount: another amount under its id is not a replay.
-    const misreplayed = await call('POST', paymentPath(orderId), { token: service, json: { paymentId: `right-${run}`, amount: PRICE + 1 } });
+    const misreplayed = await internal('POST', paymentPath(orderId), { token: service, json: { paymentId: `right-${run}`, amount: PRICE + 1 } });
     expect(misreplayed.status).toBe(422);
     expect(misreplayed.body).toEqual({ error: 'AMOUNT_MISMATCH', orderId });
   });
+});
+
+test('an order id naming a sale that does not exist → 404 ORDER_NOT_FOUND on every route taking one, and no warning or error logged', async () => {
+  const lines: string[] = [];
+  const log = pino(
+    { level: 'warn' },
+    new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    }),
+  );
+  const api = await startApi(testConfig(), log);
+  try {
+    const [publicDoor, internalDoor] = [http(api.url), http(api.internalUrl)];
+    const buyer = await buyerToken(config, `no-sale-${run}`);
+    // The issue's id (sale 2147483647), and one of a random sale id far above any made.
+    for (const orderId of ['7fffffff-0000-8000-8000-000000000000', newOrderId(randomInt(2 ** 30, 2 ** 31 - 1))]) {
+      const answers = [
+        await publicDoor('GET', orderPath(orderId), { token: buyer }),
+        await internalDoor('POST', paymentPath(orderId), { token: service, json: { paymentId: `no-sale-${run}`, amount: PRICE } }),
+        await publicDoor('POST', `/api/dev/orders/${orderId}/payment`, { token: buyer }),
+      ];
+      expect(answers.map((a) => [a.status, a.body])).toEqual(answers.map(() => [404, { error: 'ORDER_NOT_FOUND' }]));
+    }
+    expect(lines).toEqual([]);
+  } finally {
+    await api.close();
+  }
 });

@@ -45,11 +45,14 @@ afterEach(async () => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** An API on this suite's task queue (so the harness's worker runs its workflows), closed after the suite. */
-async function api(overrides: Record<string, string> = {}): Promise<RunningApi & { call: ReturnType<typeof http> }> {
+/**
+ * An API on this suite's task queue (so the harness's worker runs its workflows), closed after the suite.
+ * @returns it, with `call` to its public door and `internal` to its internal one (payments, /metrics)
+ */
+async function api(overrides: Record<string, string> = {}): Promise<RunningApi & { call: ReturnType<typeof http>; internal: ReturnType<typeof http> }> {
   const running = await startApi(testConfig({ TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE, ...overrides }));
   toClose.push(() => running.close());
-  return { ...running, call: http(running.url) };
+  return { ...running, call: http(running.url), internal: http(running.internalUrl) };
 }
 
 async function relayToTemporal(): Promise<Relay> {
@@ -74,13 +77,14 @@ async function crowd(call: ReturnType<typeof http>, itemId: number, prefix: stri
 
 const acceptedIds = (replies: ApiReply[]) => replies.filter((r) => r.status === 202).map((r) => r.body.orderId as string);
 
-async function metric(call: ReturnType<typeof http>, pattern: RegExp): Promise<number> {
-  const match = pattern.exec((await call('GET', '/metrics')).text);
+/** @param internal calls to an API's internal door */
+async function metric(internal: ReturnType<typeof http>, pattern: RegExp): Promise<number> {
+  const match = pattern.exec((await internal('GET', '/metrics')).text);
   return match ? Number(match[1]) : 0;
 }
 
 test('1,000 buyers race for 100 units: exactly 100 × 202 and 900 × 410; every 202 gets its workflow, which ends once paid; the audit passes', async () => {
-  const { call } = await api();
+  const { call, internal } = await api();
   // The window outlasts the race: an order that expired mid-race returns its unit, which a later buyer may
   // rightly buy (a 3 s window gave 111 × 202 on a loaded CI machine). The orders are paid to end them.
   const sale = await createTestSale(clients, { quantities: [100], paymentWindowMs: 60_000, priceMinor: 1500 });
@@ -90,7 +94,7 @@ test('1,000 buyers race for 100 units: exactly 100 × 202 and 900 × 410; every 
   expect(new Set(accepted).size).toBe(100);
   const payments = await bounded(
     10,
-    accepted.map((orderId) => () => call('POST', `/api/flash-sales/orders/${orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `pay-${orderId}`, amount: 1500 } })),
+    accepted.map((orderId) => () => internal('POST', `/api/flash-sales/orders/${orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `pay-${orderId}`, amount: 1500 } })),
   );
   expect(payments.map((r) => [r.status, r.body.status])).toEqual(accepted.map(() => [200, 'PAID']));
   expect(await settledAudit(config, clients, temporal, sale.saleId, accepted)).toEqual([]);
@@ -100,7 +104,7 @@ test('1,000 buyers race for 100 units: exactly 100 × 202 and 900 × 410; every 
 
 test('Temporal cut off for 30 s during a sale: 202 until sold out and 410 after, no 5xx; orders read and paid meanwhile; when Temporal returns every order gets its workflow and ends; the audit passes', async () => {
   const relay = await relayToTemporal();
-  const { call } = await api({ TEMPORAL_PORT: String(relay.port), TEMPORAL_CALL_TIMEOUT_MS: '2000', STARTER_CLAIM_IDLE_MS: '5000' });
+  const { call, internal } = await api({ TEMPORAL_PORT: String(relay.port), TEMPORAL_CALL_TIMEOUT_MS: '2000', STARTER_CLAIM_IDLE_MS: '5000' });
   const sale = await createTestSale(clients, { quantities: [40], paymentWindowMs: 20_000, priceMinor: 1500 });
   const itemId = sale.items[0].itemId;
   await relay.cut();
@@ -118,16 +122,16 @@ test('Temporal cut off for 30 s during a sale: 202 until sold out and 410 after,
   }
   const paid = accepted.slice(0, 10);
   for (const orderId of paid) {
-    const reply = await call('POST', `/api/flash-sales/orders/${orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `pay-${orderId}`, amount: 1500 } });
+    const reply = await internal('POST', `/api/flash-sales/orders/${orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `pay-${orderId}`, amount: 1500 } });
     expect([reply.status, reply.body.status]).toEqual([200, 'PAID']);
   }
   // The starter has tried meanwhile: its starts fail against the cut, and the orders wait in the queue.
   const startFailures = async () =>
-    [...(await call('GET', '/metrics')).text.matchAll(/^flash_sale_workflow_start_failures_total\{cause="(unavailable|deadline_exceeded)"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[2]), 0);
+    [...(await internal('GET', '/metrics')).text.matchAll(/^flash_sale_workflow_start_failures_total\{cause="(unavailable|deadline_exceeded)"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[2]), 0);
   await until('a start failed against the cut', async () => (await startFailures()) > 0 || undefined, 30_000);
   const later = await crowd(call, itemId, 'cut-late', 30, 10);
   expect(statusCounts(later)).toEqual({ 410: 30 });
-  expect(await metric(call, new RegExp(`^flash_sale_start_queue_waiting\\{sale_id="${sale.saleId}"\\} (\\d+)$`, 'm'))).toBe(40);
+  expect(await metric(internal, new RegExp(`^flash_sale_start_queue_waiting\\{sale_id="${sale.saleId}"\\} (\\d+)$`, 'm'))).toBe(40);
   expect(await temporal.workflow.count(`SaleId = ${sale.saleId}`)).toMatchObject({ count: 0 });
 
   await sleep(Math.max(0, cutAt + 30_000 - Date.now()));
@@ -143,6 +147,7 @@ test('an API process SIGKILLed while its starter holds unstarted entries: anothe
   const env = {
     ...process.env,
     API_PORT: String(port),
+    INTERNAL_API_PORT: '0',
     LOG_LEVEL: 'info',
     TEMPORAL_PORT: String(relay.port),
     TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE,
@@ -171,7 +176,7 @@ test('an API process SIGKILLed while its starter holds unstarted entries: anothe
   await once(doomed.process, 'exit');
   const survivor = await api({ TEMPORAL_CALL_TIMEOUT_MS: '3000', STARTER_CLAIM_IDLE_MS: '4000' });
   expect(await settledAudit(config, clients, temporal, sale.saleId, accepted)).toEqual([]);
-  expect(await metric(survivor.call, /^flash_sale_workflow_starts_total\{result="started"\} (\d+)$/m)).toBe(20);
+  expect(await metric(survivor.internal, /^flash_sale_workflow_starts_total\{result="started"\} (\d+)$/m)).toBe(20);
   const executions: string[] = [];
   for await (const wf of temporal.workflow.list({ query: `SaleId = ${sale.saleId}` })) executions.push(wf.workflowId);
   expect(executions.sort()).toEqual([...accepted].sort());
@@ -193,9 +198,9 @@ test('a start whose answer never came back counts as done: the next start finds 
   // The workflow exists already (as after a start that reached Temporal and whose answer was lost).
   await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, held);
 
-  const { call } = await api();
+  const { internal } = await api();
   await until('the entry acknowledged', async () => (await clients.redis.xlen(saleKeys(sale.saleId).startQueue)) === 0);
-  expect(await metric(call, /^flash_sale_workflow_starts_total\{result="already_started"\} (\d+)$/m)).toBe(1);
+  expect(await metric(internal, /^flash_sale_workflow_starts_total\{result="already_started"\} (\d+)$/m)).toBe(1);
   expect(await settledAudit(config, clients, temporal, sale.saleId, [order.orderId])).toEqual([]);
 });
 
@@ -281,7 +286,7 @@ describe('a private Redis with AOF and appendfsync always, SIGKILLed right after
 
 test('before its workflow exists, an accepted order is the buyer’s: GET answers PENDING with the 202’s deadline, a wrong amount changes nothing, the payment route takes the payment; the workflow then ends PAID', async () => {
   const relay = await relayToTemporal();
-  const { call } = await api({ TEMPORAL_PORT: String(relay.port), TEMPORAL_CALL_TIMEOUT_MS: '2000' });
+  const { call, internal } = await api({ TEMPORAL_PORT: String(relay.port), TEMPORAL_CALL_TIMEOUT_MS: '2000' });
   relay.freeze();
   const sale = await createTestSale(clients, { quantities: [2], priceMinor: 1234, paymentWindowMs: 60_000 });
   const token = await buyerToken(config, `early-${run}`);
@@ -294,11 +299,11 @@ test('before its workflow exists, an accepted order is the buyer’s: GET answer
   expect(view.body).toEqual({ orderId, saleId: sale.saleId, itemId: sale.items[0].itemId, userId: `early-${run}`, status: 'PENDING', priceMinor: 1234, paymentDeadline: accepted.body.paymentDeadline });
   await expect(temporal.workflow.getHandle(orderId).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
 
-  const wrong = await call('POST', paymentPath, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-${run}`, amount: 1233 } });
+  const wrong = await internal('POST', paymentPath, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-${run}`, amount: 1233 } });
   expect([wrong.status, wrong.body]).toEqual([422, { error: 'AMOUNT_MISMATCH', orderId }]);
   expect(await orderRow(clients.pool, orderId)).toBeUndefined();
 
-  const paid = await call('POST', paymentPath, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-${run}`, amount: 1234 } });
+  const paid = await internal('POST', paymentPath, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-${run}`, amount: 1234 } });
   expect([paid.status, paid.body]).toEqual([200, { orderId, status: 'PAID', paymentId: `p-${run}` }]);
   expect((await call('GET', `/api/flash-sales/orders/${orderId}`, { token })).body).toMatchObject({ status: 'PAID', paymentDeadline: accepted.body.paymentDeadline });
 
@@ -311,7 +316,7 @@ test('before its workflow exists, an accepted order is the buyer’s: GET answer
 test('a workflow started but not yet run: the payment route stores the order PAID and does not signal it; the workflow ends PAID in its first task', async () => {
   // This API's starter starts workflows on a task queue no worker polls until the payment is in.
   const idleQueue = `${config.TEMPORAL_TASK_QUEUE}-unrun-${run}`;
-  const { call } = await api({ TEMPORAL_TASK_QUEUE: idleQueue });
+  const { call, internal } = await api({ TEMPORAL_TASK_QUEUE: idleQueue });
   const sale = await createTestSale(clients, { quantities: [1], priceMinor: 1234, paymentWindowMs: 60_000 });
   const token = await buyerToken(config, `unrun-${run}`);
   const accepted = await call('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token });
@@ -320,7 +325,7 @@ test('a workflow started but not yet run: the payment route stores the order PAI
   const handle = temporal.workflow.getHandle(orderId);
   await until('the workflow started', () => handle.describe().then(() => true, () => false));
 
-  const paid = await call('POST', `/api/flash-sales/orders/${orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `unrun-${run}`, amount: 1234 } });
+  const paid = await internal('POST', `/api/flash-sales/orders/${orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `unrun-${run}`, amount: 1234 } });
   expect([paid.status, paid.body]).toEqual([200, { orderId, status: 'PAID', paymentId: `unrun-${run}` }]);
   expect((await orderRow(clients.pool, orderId))?.status).toBe('PAID');
 
@@ -335,13 +340,13 @@ test('a workflow started but not yet run: the payment route stores the order PAI
 }, 90_000);
 
 test('the deadline shown is the one enforced: a payment 200 ms before it is accepted, one 200 ms after it is refused with PAYMENT_WINDOW_CLOSED; the taken payment sent again after the deadline is answered 200', async () => {
-  const { call } = await api();
+  const { call, internal } = await api();
   const sale = await createTestSale(clients, { quantities: [2], priceMinor: 900, paymentWindowMs: 3000 });
   const replies = await crowd(call, sale.items[0].itemId, 'deadline', 2, 2);
   const [early, late] = replies.map((r) => ({ orderId: r.body.orderId as string, deadlineMs: Date.parse(r.body.paymentDeadline as string) }));
   const payAt = async (order: typeof early, atMs: number) => {
     await sleep(Math.max(0, atMs - Date.now()));
-    return call('POST', `/api/flash-sales/orders/${order.orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-${order.orderId}`, amount: 900 } });
+    return internal('POST', `/api/flash-sales/orders/${order.orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `p-${order.orderId}`, amount: 900 } });
   };
   const [before, after] = await Promise.all([payAt(early, early.deadlineMs - 200), payAt(late, late.deadlineMs + 200)]);
   expect([before.status, before.body.status]).toEqual([200, 'PAID']);
@@ -358,13 +363,13 @@ test('a stranded purchase claim is repaired within STARTER_CLAIM_IDLE_MS plus on
   // No worker polls this task queue: the first workflow task stays in the backlog, which holds the starter at its budget of 1.
   const idleMs = 3000;
   const noWorker = `test-no-worker-${randomUUID()}`;
-  const { call } = await api({ TEMPORAL_TASK_QUEUE: noWorker, STARTER_MAX_BACKLOG: '1', STARTER_CLAIM_IDLE_MS: String(idleMs), TEMPORAL_CALL_TIMEOUT_MS: '2000' });
+  const { call, internal } = await api({ TEMPORAL_TASK_QUEUE: noWorker, STARTER_MAX_BACKLOG: '1', STARTER_CLAIM_IDLE_MS: String(idleMs), TEMPORAL_CALL_TIMEOUT_MS: '2000' });
   const sale = await createTestSale(clients, { quantities: [10] });
   const itemId = sale.items[0].itemId;
   const replies = await crowd(call, itemId, 'budget', 4, 1);
   expect(statusCounts(replies)).toEqual({ 202: 4 });
   toClose.push(() => Promise.allSettled(acceptedIds(replies).map((id) => temporal.workflow.getHandle(id).terminate('start-queue suite finished'))));
-  await until('the backlog at its budget', async () => (await metric(call, /^flash_sale_workflow_task_backlog (\d+)/m)) >= 1);
+  await until('the backlog at its budget', async () => (await metric(internal, /^flash_sale_workflow_task_backlog (\d+)/m)) >= 1);
 
   // A purchase that claimed its buyer and died before it took a unit or undid the claim.
   const keys = (await clients.store.layouts.get(sale.saleId)).tags.map((tag) => shardKeys(tag))[0];
@@ -377,7 +382,7 @@ test('a stranded purchase claim is repaired within STARTER_CLAIM_IDLE_MS plus on
   await until(
     'the stranded claim undone',
     async () => {
-      backlogSeen.push(await metric(call, /^flash_sale_workflow_task_backlog (\d+)/m));
+      backlogSeen.push(await metric(internal, /^flash_sale_workflow_task_backlog (\d+)/m));
       return (await clients.redis.hget(keys.buyers, stranded.userId)) === null;
     },
     20_000,

@@ -47,6 +47,7 @@ test('two API processes share the port, each with a starter, sell a 3-shard item
     ...process.env,
     LOG_LEVEL: 'info',
     API_PORT: String(port),
+    INTERNAL_API_PORT: '0',
     API_PROCESSES: '2',
     REDIS_CLUSTER_NODES: clusterNodes(),
     REDIS_DB: '0',

@@ -32,6 +32,8 @@ let api: RunningApi;
 let worker: RunningWorker;
 let temporal: Client;
 let call: Http;
+/** Calls to the API's internal door (admin). */
+let internal: Http;
 /** Orders accepted by suites whose payment window outlives them: terminated in afterAll. */
 const accepted: string[] = [];
 
@@ -42,6 +44,7 @@ beforeAll(async () => {
   api = await startApi(config);
   temporal = await connectTemporal(config);
   call = http(api.url);
+  internal = http(api.internalUrl);
 });
 
 afterAll(async () => {
@@ -320,14 +323,14 @@ test('one shard lost its keys mid-sale: the rebuild refuses without force, resto
   expect((await purchase(itemId, await buyerToken(config, homedThere))).status).toBe(503);
   const [heldId, heldValue] = Object.entries(before[1].held)[0];
   await expect(clients.store.release(parseReservation(sale.saleId, 1, heldId, heldValue))).rejects.toThrow(/SHARD_NOT_LOADED/);
-  expect(await call('POST', `/api/admin/sales/${sale.saleId}/stock`, { token: admin })).toMatchObject({ status: 409, body: { error: 'REBUILD_NEEDED' } });
-  const refused = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true`, { token: admin });
+  expect(await internal('POST', `/api/admin/sales/${sale.saleId}/stock`, { token: admin })).toMatchObject({ status: 409, body: { error: 'REBUILD_NEEDED' } });
+  const refused = await internal('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true`, { token: admin });
   expect(refused).toMatchObject({ status: 409, body: { error: 'REBUILD_REFUSED' } });
   expect(refused.body.details).toEqual([expect.stringContaining('shard(s) 1 lost their data, shard(s) 0, 2 kept theirs')]);
   expect(await shardView(1)).toEqual({ stock: [], buyers: {}, held: {} });
   expect(await clients.redis.exists(lost.loaded)).toBe(0);
 
-  const rebuilt = await call('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true&force=true`, { token: admin });
+  const rebuilt = await internal('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true&force=true`, { token: admin });
   expect(rebuilt.status).toBe(200);
   // The shards that kept their data are as they were; the lost one is back as PostgreSQL knows it.
   expect(await Promise.all([0, 1, 2].map(shardView))).toEqual(before);

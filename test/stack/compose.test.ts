@@ -54,7 +54,9 @@ test('the API, the worker and the migration run the compiled service from Docker
     KAFKA_HOST: 'kafka',
     KAFKA_PORT: '29092',
     TEMPORAL_HOST: 'temporal',
+    NODE_ENV: 'development',
     API_HOST: '0.0.0.0',
+    INTERNAL_API_HOST: '0.0.0.0',
     // Off unless the user's environment says otherwise; then to the tracing profile's Jaeger (OTLP/HTTP).
     OTEL_TRACES_EXPORTER: '${OTEL_TRACES_EXPORTER:-none}',
     OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318',
@@ -62,7 +64,8 @@ test('the API, the worker and the migration run the compiled service from Docker
   for (const name of ['migrate', 'api', 'worker']) {
     expect(service(name).build).toBe('.');
     // The worker also serves Temporal Core's metrics to the compose Prometheus.
-    expect(environment(name)).toEqual(name === 'worker' ? { ...serviceEnv, WORKER_METRICS_PORT: '9464', WORKER_METRICS_HOST: '0.0.0.0' } : serviceEnv);
+    const workerEnv = Object.fromEntries(Object.entries(serviceEnv).filter(([key]) => !key.endsWith('API_HOST')));
+    expect(environment(name)).toEqual(name === 'worker' ? { ...workerEnv, WORKER_METRICS_PORT: '9464', WORKER_METRICS_HOST: '0.0.0.0' } : serviceEnv);
   }
   expect(service('worker').depends_on).toEqual(service('api').depends_on);
   expect(service('api').depends_on).toMatchObject({ migrate: { condition: 'service_completed_successfully' }, 'kafka-init': { condition: 'service_completed_successfully' } });
@@ -70,6 +73,8 @@ test('the API, the worker and the migration run the compiled service from Docker
   // Both stages on the pinned Node.js; the runtime stage without development dependencies (no tsx).
   expect(dockerfile.match(/^FROM node:(\S+)/gm)).toEqual([`FROM node:${stack.NODE_VERSION}-bookworm-slim`, `FROM node:${stack.NODE_VERSION}-bookworm-slim`]);
   expect(dockerfile).toContain('RUN npm ci --omit=dev');
+  // The image alone is production; compose's local trial says development itself.
+  expect(dockerfile.slice(dockerfile.lastIndexOf('FROM '))).toMatch(/^ENV NODE_ENV=production$/m);
   expect(dockerfile).toContain('RUN npm run build');
 });
 
@@ -85,7 +90,7 @@ test('publishes the stack.env ports, on 127.0.0.1 only', () => {
     kafka: [`127.0.0.1:${stack.KAFKA_PORT}:${stack.KAFKA_PORT}`],
     'kafka-init': [],
     migrate: [],
-    api: [`127.0.0.1:${stack.API_PORT}:${stack.API_PORT}`],
+    api: [`127.0.0.1:${stack.API_PORT}:${stack.API_PORT}`, `127.0.0.1:${stack.INTERNAL_API_PORT}:${stack.INTERNAL_API_PORT}`],
     worker: [],
     temporal: [`127.0.0.1:${stack.TEMPORAL_PORT}:${stack.TEMPORAL_PORT}`, `127.0.0.1:${stack.TEMPORAL_UI_PORT}:${stack.TEMPORAL_UI_PORT}`],
     prometheus: ['127.0.0.1:9090:9090'],
@@ -109,7 +114,7 @@ test('Prometheus evaluates monitoring/alerts.yml on the jobs its rules name; Gra
   const prometheus = parse(readFileSync(join(ROOT, 'monitoring', 'prometheus.yml'), 'utf8')) as { rule_files: string[]; scrape_configs: { job_name: string; static_configs: { targets: string[] }[] }[] };
   expect(prometheus.rule_files).toEqual(['/etc/prometheus/alerts.yml']);
   expect(Object.fromEntries(prometheus.scrape_configs.map((c) => [c.job_name, c.static_configs.flatMap((t) => t.targets)]))).toEqual({
-    'flash-sale-api': [`api:${stack.API_PORT}`],
+    'flash-sale-api': [`api:${stack.INTERNAL_API_PORT}`],
     'flash-sale-worker': [`worker:${environment('worker').WORKER_METRICS_PORT}`],
   });
   const alerts = readFileSync(join(ROOT, 'monitoring', 'alerts.yml'), 'utf8');

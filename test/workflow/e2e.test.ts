@@ -66,8 +66,10 @@ async function listWorkflows(query: string): Promise<Listed[]> {
 
 /** Polls until check passes (it throws while not), or rethrows its last failure at the deadline. */
 
+/** A request to the API: the payment route on its internal door, the buyers' routes on its public one. */
 async function call(method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${api.url}${path}`, {
+  const door = path.endsWith('/payment') ? api.internalUrl : api.url;
+  const res = await fetch(`${door}${path}`, {
     method,
     headers: { Authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
     body: body === undefined ? undefined : JSON.stringify(body),

@@ -101,7 +101,7 @@ async function state(order: OrderInput) {
 }
 
 function payOverHttp(orderId: string, payment: Payment): Promise<{ status: number; body: Record<string, unknown> }> {
-  return fetch(`${api.url}/api/flash-sales/orders/${orderId}/payment`, {
+  return fetch(`${api.internalUrl}/api/flash-sales/orders/${orderId}/payment`, {
     method: 'POST',
     headers: { Authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'Content-Type': 'application/json' },
     body: JSON.stringify(payment),

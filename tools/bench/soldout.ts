@@ -82,7 +82,7 @@ interface Figures {
 }
 
 function benchConfig(): Config {
-  return loadConfig({ ...process.env, LOG_LEVEL: 'silent', API_PORT: '0', TEMPORAL_TASK_QUEUE: `bench-${randomUUID()}`, RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) });
+  return loadConfig({ ...process.env, LOG_LEVEL: 'silent', API_PORT: '0', INTERNAL_API_PORT: '0', TEMPORAL_TASK_QUEUE: `bench-${randomUUID()}`, RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) });
 }
 
 /** Buyer tokens with subjects unique to this call, so no two driver runs share one. */

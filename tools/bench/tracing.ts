@@ -129,7 +129,7 @@ async function main(): Promise<void> {
   try {
     for (const target of targets) {
       const port = await freePort();
-      const env = { ...process.env, ...TARGETS[target], API_PORT: String(port), STARTER_IN_API: 'false', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT), OTEL_TRACES_FILE: join(dir, `${target}.jsonl`) };
+      const env = { ...process.env, ...TARGETS[target], API_PORT: String(port), INTERNAL_API_PORT: '0', STARTER_IN_API: 'false', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT), OTEL_TRACES_FILE: join(dir, `${target}.jsonl`) };
       apis.set(target, { child: startChild(target, 'dist/api/main.js', env, join(dir, `${target}.log`), 'api listening'), url: `http://127.0.0.1:${port}` });
     }
     await Promise.all([...apis.values()].map((a) => a.child.ready));

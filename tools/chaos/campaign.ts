@@ -188,7 +188,8 @@ export function planFaults(rng: Random, set: FaultSet = 'node'): PlannedFault[] 
 
 /** The processes and connections a campaign owns; faults act on these and on the stack. */
 class Fleet {
-  apis: (Child & { port: number })[] = [];
+  /** Each API slot's process, its public door's port and its internal door's (payments), kept across restarts. */
+  apis: (Child & { port: number; internalPort: number })[] = [];
   workers: Child[] = [];
   private incarnation = 0;
 
@@ -203,11 +204,13 @@ class Fleet {
 
   async startApi(i: number): Promise<void> {
     const port = this.apis[i]?.port ?? (await freePort());
+    const internalPort = this.apis[i]?.internalPort ?? (await freePort());
     await this.supervise(
       `api-${i}`,
       () => {
-        const child = startChild(`api-${i}`, 'dist/api/main.js', { ...this.env, API_PORT: String(port) }, join(this.dir, `api-${i}.${++this.incarnation}.log`), 'api listening');
-        return (this.apis[i] = Object.assign(child, { port }));
+        const env = { ...this.env, API_PORT: String(port), INTERNAL_API_PORT: String(internalPort) };
+        const child = startChild(`api-${i}`, 'dist/api/main.js', env, join(this.dir, `api-${i}.${++this.incarnation}.log`), 'api listening');
+        return (this.apis[i] = Object.assign(child, { port, internalPort }));
       },
       () => this.apis[i],
     );
@@ -508,7 +511,8 @@ async function trade(rng: Random, clients: Clients, fleet: Fleet, sale: { saleId
             if (err instanceof WorkflowNotFoundError && row.rows[0] && row.rows[0].status !== 'PENDING') return 'not-delivered';
           }
         } else {
-          const url = `http://${config.API_HOST}:${fleet.apis[(first + tries) % fleet.apis.length].port}`;
+          // The payment route is on each API's internal door.
+          const url = `http://${config.INTERNAL_API_HOST}:${fleet.apis[(first + tries) % fleet.apis.length].internalPort}`;
           const reply = await call(`${url}/api/flash-sales/orders/${orderId}/payment`, {
             method: 'POST',
             headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json' },

@@ -521,23 +521,28 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const wave2Tokens = signTokens(config, `late-${runTag}-`, options.secondWaveBuyers);
 
     print('starting the API and the worker…');
-    children.push(startChild('api', 'dist/api/main.js', traced('api'), join(dir, 'api.log'), 'api listening'));
+    // Its internal door (/metrics, and the payments when they share this API) on a port found free.
+    const internalPort = await freePort();
+    children.push(startChild('api', 'dist/api/main.js', { ...traced('api'), INTERNAL_API_PORT: String(internalPort) }, join(dir, 'api.log'), 'api listening'));
     processes.push(config.STARTER_IN_API ? 'api (with its starter)' : 'api', 'worker (nice 10)', ...(config.STARTER_IN_API ? [] : ['starter (nice 10)']));
     // The worker's work is the drain, at Temporal's pace: it yields the CPU to the API while the stampede lasts.
     const workerMetricsPort = await freePort();
     children.push(startChild('worker', 'dist/worker/main.js', { ...traced('worker'), WORKER_METRICS_PORT: String(workerMetricsPort) }, join(dir, 'worker.log'), 'worker running', { nice: 10 }));
     // STARTER_IN_API=false (the demo's default): a starter process of its own (docs/deploy.md), niced like the worker.
     if (!config.STARTER_IN_API) children.push(startChild('starter', 'dist/starter/main.js', traced('starter'), join(dir, 'starter.log'), 'starter running', { nice: 10 }));
-    // The payment service's own door: a stampede on the buyers' API does not queue its payments behind the
-    // presses in one event loop (docs/deploy.md).
-    const paymentsPort = options.paymentsApi === 'own' ? await freePort() : options.apiPort;
+    // The payment service's own API process: a stampede on the buyers' API does not queue its payments behind
+    // the presses in one event loop (docs/deploy.md). Payments go to the internal door of that process, or of
+    // the buyers' API when they share it.
+    const paymentsPort = options.paymentsApi === 'own' ? await freePort() : internalPort;
     if (options.paymentsApi === 'own') {
-      children.push(startChild('payments-api', 'dist/api/main.js', { ...traced('payments-api'), API_PORT: String(paymentsPort), STARTER_IN_API: 'false' }, join(dir, 'payments-api.log'), 'api listening'));
+      const paymentsEnv = { ...traced('payments-api'), API_PORT: String(await freePort()), INTERNAL_API_PORT: String(paymentsPort), STARTER_IN_API: 'false' };
+      children.push(startChild('payments-api', 'dist/api/main.js', paymentsEnv, join(dir, 'payments-api.log'), 'api listening'));
       processes.push("the payment service's api");
     }
     await Promise.all(children.map((c) => c.ready));
     const baseUrl = `http://${config.API_HOST}:${options.apiPort}`;
-    const paymentsUrl = `http://${config.API_HOST}:${paymentsPort}`;
+    const internalUrl = `http://${config.INTERNAL_API_HOST}:${internalPort}`;
+    const paymentsUrl = `http://${config.INTERNAL_API_HOST}:${paymentsPort}`;
 
     const saleStartMs = Date.now() + SALE_OPENS_IN_MS;
     const sale = await createSale(pool, {
@@ -788,8 +793,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     // Kept beside the report: the worker's Core metrics and the API's, for what the report does not summarize.
     const workerMetrics = await (await fetch(`http://127.0.0.1:${workerMetricsPort}/metrics`)).text();
     writeFileSync(join(dir, 'worker-metrics.prom'), workerMetrics);
-    writeFileSync(join(dir, 'api-metrics.prom'), await (await fetch(`${baseUrl}/metrics`)).text());
-    if (paymentsUrl !== baseUrl) writeFileSync(join(dir, 'payments-api-metrics.prom'), await (await fetch(`${paymentsUrl}/metrics`)).text());
+    writeFileSync(join(dir, 'api-metrics.prom'), await (await fetch(`${internalUrl}/metrics`)).text());
+    if (paymentsUrl !== internalUrl) writeFileSync(join(dir, 'payments-api-metrics.prom'), await (await fetch(`${paymentsUrl}/metrics`)).text());
     writeFileSync(join(dir, 'payments.jsonl'), attempts.map((a) => JSON.stringify(a)).join('\n') + '\n');
     const taskMetrics = workerTaskMetrics(workerMetrics);
     const serverAtEnd = await serverCounters(config).catch((err: unknown) => `the server's metrics did not answer: ${(err as Error).message}`);

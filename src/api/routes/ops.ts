@@ -14,14 +14,23 @@ function within<T>(ms: number, work: Promise<T>): Promise<T> {
 }
 
 /** The OpenAPI 3.1 document kept in the repo (openapi.yaml), parsed once. */
-export const openApiDocument: unknown = parse(readFileSync(join(__dirname, '..', '..', '..', 'openapi.yaml'), 'utf8'));
+export const openApiDocument = parse(readFileSync(join(__dirname, '..', '..', '..', 'openapi.yaml'), 'utf8')) as { paths: Record<string, { 'x-door'?: string }> };
+
+/**
+ * What the public door shows of the contract: the document without the paths marked `x-door` (internal, or
+ * development), so that it maps no route a stranger cannot use.
+ */
+export const publicOpenApiDocument = {
+  ...openApiDocument,
+  paths: Object.fromEntries(Object.entries(openApiDocument.paths).filter(([, item]) => item['x-door'] === undefined)),
+};
 
 /** Each store the API needs, up or down, with the reason of those down. */
 export type DependencyStatus = Record<'redis' | 'postgres' | 'temporal', { up: true } | { up: false; reason: string }>;
 
 /**
  * @returns a check of Redis, PostgreSQL and the Temporal namespace, each answering within CHECK_TIMEOUT_MS or
- *   down; /readyz and the flash_sale_dependency_up gauge both read it
+ *   down; run on a timer (src/api/polled.ts), whose last result /readyz and the flash_sale_dependency_up gauge read
  */
 export function dependencyChecks({ redis, pool, workflows }: Pick<AppDeps, 'redis' | 'pool' | 'workflows'>): () => Promise<DependencyStatus> {
   const checks = {
@@ -43,13 +52,13 @@ export function dependencyChecks({ redis, pool, workflows }: Pick<AppDeps, 'redi
 }
 
 /**
- * GET /readyz: 200 when Redis, PostgreSQL and the Temporal namespace answer within CHECK_TIMEOUT_MS each; else
- * 503 with Retry-After. Either way the body names each check up or down.
+ * GET /readyz: 200 when Redis, PostgreSQL and the Temporal namespace answered within CHECK_TIMEOUT_MS each at the
+ * last check (deps.dependencies: on a timer, not per request); else 503 with Retry-After. Either way the body
+ * names each check up or down.
  */
-export function readinessHandler(deps: AppDeps) {
-  const check = dependencyChecks(deps);
+export function readinessHandler({ dependencies }: Pick<AppDeps, 'dependencies'>) {
   return async function ready(ctx: Context): Promise<void> {
-    const results = Object.entries(await check());
+    const results = Object.entries(await dependencies());
     const status = Object.fromEntries(results.map(([name, r]) => [name, r.up ? 'up' : 'down']));
     if (results.every(([, r]) => r.up)) {
       ctx.body = { status: 'ready', checks: status };

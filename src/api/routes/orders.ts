@@ -11,7 +11,7 @@ import { trace } from '@opentelemetry/api';
 import type { Context, Next } from 'koa';
 import { z } from 'zod';
 import { isOrderId, PAYMENT_ID, type Payment } from '../../order/types';
-import type { BuyerState } from '../auth';
+import type { BuyerState, ServiceState } from '../auth';
 import type { AppDeps } from '../deps';
 import { reply, type AnsweredState, type ErrorCode } from '../errors';
 import { ATTR, linkTo } from '../../tracing';
@@ -21,6 +21,8 @@ const PaymentBody = z.object({ paymentId: z.string().regex(PAYMENT_ID, 'printabl
 /** GET handler: the buyer's own order (Orders.find) or 404 ORDER_NOT_FOUND (unknown, malformed or someone else's). */
 export function getOrderHandler({ orders }: AppDeps) {
   return async function getOrder(ctx: Context): Promise<void> {
+    // One buyer's order, whatever the answer: no shared cache may keep it.
+    ctx.set('Cache-Control', 'no-store');
     const { buyerId } = ctx.state as BuyerState;
     const orderId: string = ctx.params.orderId;
     const order = isOrderId(orderId) ? await orders.find(orderId) : undefined;
@@ -85,8 +87,9 @@ async function takePayment({ orders, workflows, log }: AppDeps, ctx: Context, or
 }
 
 /**
- * Middleware before the payment route's credential check: records every answer's latency under its code (PAID,
- * or the refusal's) in flash_sale_payment_duration_seconds, and answers what the route throws as the app does
+ * Middleware before the payment route's credential check: records the latency of every answer to the payment
+ * service under its code (PAID, or the refusal's) in flash_sale_payment_duration_seconds (an answer to a
+ * missing or wrong credential in the unauthenticated count instead), and answers what the route throws as the app does
  * (replyToError), so that a 503 is counted as one.
  */
 export function paymentMetrics({ metrics }: Pick<AppDeps, 'metrics'>, replyToError: (ctx: Context, err: unknown) => ErrorCode) {
@@ -97,7 +100,9 @@ export function paymentMetrics({ metrics }: Pick<AppDeps, 'metrics'>, replyToErr
     } catch (err) {
       replyToError(ctx, err);
     }
-    const code = (ctx.state as AnsweredState).outcome ?? (ctx.status === 200 ? 'PAID' : 'INTERNAL_ERROR');
-    metrics.paymentDuration.labels(code).observe((performance.now() - startedAt) / 1000);
+    const state = ctx.state as AnsweredState & ServiceState;
+    const code = state.outcome ?? (ctx.status === 200 ? 'PAID' : 'INTERNAL_ERROR');
+    if (state.service) metrics.paymentDuration.labels(code).observe((performance.now() - startedAt) / 1000);
+    else metrics.unauthenticated.labels('payment', code).inc();
   };
 }

@@ -24,8 +24,9 @@ import { activeTraceParent, ATTR, inSpan } from '../../tracing';
 type PurchaseState = AnsweredState & { buyerId?: string };
 
 /**
- * Middleware: counts every purchase answer under its code, with its latency (refusals of the token and the
- * rate limits included), and answers what the route throws as the app does (replyToError). SOLD_OUT answers
+ * Middleware: counts every purchase answer of a verified buyer under its code, with its latency (an answer
+ * before the buyer is known, a refused token or the client's rate limit, goes to the unauthenticated count
+ * instead; SOLD_OUT is the same for all and counted as such), and answers what the route throws as the app does (replyToError). SOLD_OUT answers
  * go through the metrics' batch: they are most of the stampede.
  */
 export function purchaseMetrics({ metrics, log }: Pick<AppDeps, 'metrics' | 'log'>, replyToError: (ctx: Context, err: unknown) => ErrorCode) {
@@ -39,7 +40,9 @@ export function purchaseMetrics({ metrics, log }: Pick<AppDeps, 'metrics' | 'log
     }
     const { outcome: code = 'INTERNAL_ERROR', buyerId } = ctx.state as PurchaseState;
     const seconds = (performance.now() - startedAt) / 1000;
-    if (code === 'SOLD_OUT') {
+    if (buyerId === undefined && code !== 'SOLD_OUT') {
+      metrics.unauthenticated.labels('purchase', code).inc();
+    } else if (code === 'SOLD_OUT') {
       metrics.recordSoldOut(seconds);
     } else {
       metrics.purchaseOutcomes.labels(code).inc();

@@ -1,7 +1,8 @@
 /**
  * What a buyer's browser needs before it buys, without a token:
  * GET /api/flash-sales/sales/{saleId}  the public sale view (name, items with their name, price in minor units,
- *                                      units left and sold out or not, startsAt, endsAt, serverTime), for a CDN: `Cache-Control: public,
+ *                                      units left and sold out or not, startsAt, endsAt, serverTime), from a
+ *                                      per-process cache at most 1 s old (saleViews.ts), for a CDN: `Cache-Control: public,
  *                                      max-age=1` and a weak ETag over everything but serverTime (304 on a match);
  *                                      from the sale's start to its end it carries the purchase gate (saleGate.ts)
  * GET /api/flash-sales/time            the server's clock, never cached, for the page's countdown (the view's
@@ -10,62 +11,49 @@
  * POST /api/dev/token {buyerId}        a development buyer token for the page's sign-in, 1 h like `npm run token`;
  *                                      mounted only with the development JWT secret (config.devTokensServed)
  */
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { BUYER_ID, parseId } from '../../ids';
 import { signBuyerToken } from '../../devTokens';
-import { findSale } from '../../sale/sales';
 import type { AppDeps } from '../deps';
 import { reply } from '../errors';
 import type { SaleGates } from '../saleGate';
+import { SaleViews } from '../saleViews';
 
-/** Seconds a CDN or browser may reuse the view: the page's sold-out marks lag the truth by at most this. */
+/** Seconds a CDN or browser may reuse the view: with the process's cache (≤ 1 s), the page's sold-out marks lag the truth by at most twice this. */
 const SALE_VIEW_MAX_AGE_S = 1;
 const DEV_TOKEN_LIFETIME_S = 3600;
 
 /**
- * GET /api/flash-sales/sales/{saleId}: 200 the view (SaleView in openapi.yaml), 304 on a matching If-None-Match,
- * 400 INVALID_SALE_ID, 404 SALE_NOT_FOUND. @throws pg or ioredis errors (→ 503) when a store is away
+ * GET /api/flash-sales/sales/{saleId}: 200 the view (SaleView in openapi.yaml) from this process's cache
+ * (saleViews.ts), 304 on a matching If-None-Match, 400 INVALID_SALE_ID, 404 SALE_NOT_FOUND. The gate, the
+ * headers and serverTime are the request's, by its own clock. @throws pg or ioredis errors (→ 503) when a read
+ * was due and a store is away
  */
 export function saleViewHandler(deps: AppDeps, gates: SaleGates) {
+  const views = new SaleViews(deps.pool, deps.store, gates);
   return async function view(ctx: Context): Promise<void> {
     const saleId = parseId(ctx.params.saleId);
     if (saleId === undefined) return reply(ctx, 'INVALID_SALE_ID');
-    const sale = await findSale(deps.pool, saleId);
+    const sale = await views.get(saleId);
     if (!sale) return reply(ctx, 'SALE_NOT_FOUND');
-    const stock = await deps.store.stock(
-      saleId,
-      sale.items.map((i) => i.itemId),
-    );
     const now = Date.now();
-    const open = now >= sale.startsAt.getTime() && now < sale.endsAt.getTime();
-    const content = {
-      saleId,
-      name: sale.name,
-      startsAt: sale.startsAt.toISOString(),
-      endsAt: sale.endsAt.toISOString(),
-      paymentWindowMs: sale.paymentWindowMs,
-      // Stock not loaded reads as sold out: nothing can be bought there until it is.
-      items: sale.items.map((i) => {
-        const unitsLeft = Math.max(0, stock.get(i.itemId) ?? 0);
-        return { itemId: i.itemId, productId: i.productId, name: i.name, priceMinor: i.priceMinor, currency: i.currency, unitsLeft, soldOut: unitsLeft === 0 };
-      }),
-      ...(open && { gate: gates.of(saleId) }),
-    };
+    const open = now >= sale.startsAtMs && now < sale.endsAtMs;
+    const shown = open ? sale.open : sale.closed;
     // A copy cached across the start would hide the gate from the first buyers: no caching in the last second.
-    const maxAgeS = !open && sale.startsAt.getTime() - now < SALE_VIEW_MAX_AGE_S * 1000 ? 0 : SALE_VIEW_MAX_AGE_S;
+    const maxAgeS = !open && sale.startsAtMs - now < SALE_VIEW_MAX_AGE_S * 1000 ? 0 : SALE_VIEW_MAX_AGE_S;
     ctx.set('Cache-Control', `public, max-age=${maxAgeS}`);
-    // Weak: two answers with the same content differ in serverTime only (RFC 9110 §8.8.1).
-    ctx.etag = `W/"${createHash('sha256').update(JSON.stringify(content)).digest('base64url').slice(0, 22)}"`;
+    ctx.etag = shown.etag;
     ctx.status = 200;
     if (ctx.fresh) {
       ctx.status = 304;
       return;
     }
-    ctx.body = { ...content, serverTime: new Date(now).toISOString() };
+    ctx.type = 'application/json';
+    // The cached JSON with serverTime last, as JSON.stringify({ ...content, serverTime }) writes it.
+    ctx.body = `${shown.json.slice(0, -1)},"serverTime":"${new Date(now).toISOString()}"}`;
   };
 }
 
@@ -83,6 +71,9 @@ const PAGE_HEADERS = {
   'Cache-Control': 'public, max-age=60',
   'X-Content-Type-Options': 'nosniff',
   'Content-Security-Policy': "default-src 'self'; frame-ancestors 'none'",
+  // Served over TLS by the edge in production: browsers then keep to https; no URL leaks to other sites.
+  'Strict-Transport-Security': 'max-age=31536000',
+  'Referrer-Policy': 'no-referrer',
 };
 const PAGE_FILES: Record<string, string> = { 'sale.js': 'text/javascript; charset=utf-8', 'sale.css': 'text/css; charset=utf-8' };
 
