@@ -143,6 +143,8 @@ export class Orders {
       }
       const { paid, stored, row } = decided;
       if (paid) return { status: 'PAID', paymentId: payment.paymentId, ...(stored && { stored: true }) };
+      // Whatever this order's state, money that paid another order is that order's: no refund is due for it.
+      if (decided.usedElsewhere) return { error: 'PAYMENT_ID_USED' };
       if (!row) {
         if (!terms) return undefined;
         if (!paysPrice(terms, payment)) return { error: 'AMOUNT_MISMATCH' };
@@ -226,12 +228,13 @@ export class Orders {
    * payable row; the INSERT that stores the order PAID from its terms when there was no row, its deadline ahead
    * and the amount its price, under place's guards (I1, I3); and the payment recorded as taken, which fails the
    * whole statement when its paymentId paid another order.
-   * @returns paid (stored: by the INSERT), the row as the statement's snapshot saw it (undefined: none), and
+   * @returns paid (stored: by the INSERT), whether the paymentId had paid another order by the snapshot
+   *   (usedElsewhere), the row as the statement's snapshot saw it (undefined: none), and
    *   whether the terms' deadline is ahead by PostgreSQL's clock (false without terms)
    * @throws pg errors: payments_pkey (paymentId used), place's refusals (refusal()) from the INSERT
    */
   private async payOrStore(orderId: string, payment: Payment, terms: OrderInput | undefined) {
-    const res = await this.pool.query<{ paid: number; stored: number; status: OrderStatus | null; paymentId: string | null; priceMinor: number | null; open: boolean | null; termsOpen: boolean | null }>(
+    const res = await this.pool.query<{ paid: number; stored: number; usedElsewhere: boolean; status: OrderStatus | null; paymentId: string | null; priceMinor: number | null; open: boolean | null; termsOpen: boolean | null }>(
       `WITH current AS (
          SELECT status, payment_id, price_minor, ${windowOpen('deadline_at', 'now()')} AS open FROM orders WHERE id = $1
        ), paid AS (
@@ -246,6 +249,7 @@ export class Orders {
          INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $2, id, $3 FROM (SELECT id FROM paid UNION ALL SELECT id FROM stored) p
        )
        SELECT (SELECT count(*) FROM paid)::int AS paid, (SELECT count(*) FROM stored)::int AS stored, c.status,
+              EXISTS (SELECT 1 FROM payments WHERE payment_id = $2 AND order_id <> $1) AS "usedElsewhere",
               c.payment_id AS "paymentId", c.price_minor::float8 AS "priceMinor", c.open,
               ${windowOpen('$9::timestamptz', 'now()')} AS "termsOpen"
        FROM (SELECT) one LEFT JOIN current c ON true`,
@@ -263,9 +267,10 @@ export class Orders {
         terms?.unit ?? null,
       ],
     );
-    const { paid, stored, status, paymentId, priceMinor, open, termsOpen } = res.rows[0];
+    const { paid, stored, usedElsewhere, status, paymentId, priceMinor, open, termsOpen } = res.rows[0];
     return {
       paid: paid + stored === 1,
+      usedElsewhere,
       termsOpen: termsOpen === true,
       stored: stored === 1,
       row: status === null ? undefined : { status, paymentId, priceMinor: priceMinor as number, open: open as boolean },

@@ -336,5 +336,9 @@ test('Orders.pay: a paymentId pays one order; on another, with its row or withou
   expect(await orderRow(clients.pool, c.orderId)).toBeUndefined();
   expect(await sold(a.itemId)).toBe(2);
   expect(await clients.orders.pay(a.orderId, shared)).toEqual({ status: 'PAID', paymentId: shared.paymentId });
+  // b paid by its own payment, then sent the shared one (a signal queued behind the update): still not b's money.
+  expect(await clients.orders.pay(b.orderId, { paymentId: `own-${b.orderId}`, amount: 700 })).toMatchObject({ status: 'PAID' });
+  expect(await clients.orders.pay(b.orderId, shared)).toEqual({ error: 'PAYMENT_ID_USED' });
+  expect(await clients.orders.pay(b.orderId, { ...shared, amount: 1 })).toEqual({ error: 'PAYMENT_ID_USED' });
   expect((await clients.pool.query('SELECT order_id AS "orderId" FROM payments WHERE payment_id = $1', [shared.paymentId])).rows).toEqual([{ orderId: a.orderId }]);
 });
