@@ -15,6 +15,10 @@ export interface RedisServer {
   port: number;
   /** Its data folder, also a place for the suite's own files. */
   dir: string;
+  /** Freezes the server (SIGSTOP): connections stay open, nothing is answered, as with a host that stalls. */
+  pause(): void;
+  /** Lets a paused server go on (SIGCONT). */
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -34,7 +38,10 @@ export async function startRedisServer(args: string[] = []): Promise<RedisServer
   return {
     port,
     dir,
+    pause: () => child.kill('SIGSTOP'),
+    resume: () => child.kill('SIGCONT'),
     async stop() {
+      child.kill('SIGCONT');
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGKILL');
         await once(child, 'exit');

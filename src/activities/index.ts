@@ -56,12 +56,12 @@ export function createActivities({ orders, events, reservations }: ActivityDeps)
 
     /**
      * The workflow's payment step: Orders.pay (PostgreSQL decides it against the deadline) and, when PAID,
-     * OrderPaid. Idempotent per paymentId and amount.
-     * @throws non-retryable ORDER_NOT_FOUND when the order has neither a row nor a reservation
+     * OrderPaid. Idempotent per paymentId and amount. The order's terms are its input, so PostgreSQL alone
+     * decides it: a Redis outage cannot hold a payment sent in time until its deadline has passed. The
+     * workflow pays only a placed order, so the terms never store one here.
      */
     async payOrder(order: OrderInput, payment: Payment): Promise<PayResult> {
-      const result = await classified(() => orders.pay(order.orderId, payment));
-      if (!result) throw notFound(order);
+      const result = await classified(() => orders.pay(order.orderId, payment, order));
       if ('error' in result) return result;
       await events.publish(event('OrderPaid', order, { paymentId: payment.paymentId, amount: payment.amount }));
       return { status: 'PAID', paymentId: result.paymentId };

@@ -126,6 +126,8 @@ export class Orders {
    *   payment, or REJECTED), PAYMENT_ID_USED (this paymentId paid another order); undefined when there is no
    *   such order
    */
+  async pay(orderId: string, payment: Payment, order: OrderInput): Promise<PayOutcome>;
+  async pay(orderId: string, payment: Payment, order?: OrderInput): Promise<PayOutcome | undefined>;
   async pay(orderId: string, payment: Payment, order?: OrderInput): Promise<PayOutcome | undefined> {
     // An order's reservation outlives the wait for its row: no row and no reservation means no such order.
     const terms = order ?? (await this.reserved(orderId));
