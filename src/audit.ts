@@ -252,12 +252,19 @@ export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderId
   const reservedIds = new Set(reservations.map((r) => r.orderId));
   const stillHeld = orders.filter((o) => (o.status === 'EXPIRED' || o.status === 'REJECTED') && reservedIds.has(o.id)).map((o) => o.id);
   const unknownHeld = reservations.filter((r) => !liveIds.has(r.orderId)).map((r) => r.orderId);
+  // Totals per shard can agree while two orders' reservations name each other's unit: compare each order with its own.
+  const reservationOf = new Map(reservations.map((r) => [r.orderId, r]));
+  const misheld = live.flatMap((o) => {
+    const r = reservationOf.get(o.id);
+    const same = r && r.itemId === o.itemId && (r.stockShard ?? 0) === o.stockShard && r.unit === o.unit;
+    return r && !same ? [`${o.id}: unit ${o.unit} of item ${o.itemId} on shard ${o.stockShard}, reserved unit ${r.unit} of item ${r.itemId} on shard ${r.stockShard ?? 0}`] : [];
+  });
   checks.push({
-    name: 'every EXPIRED/REJECTED order returned exactly one unit (none still held; held = live orders)',
+    name: 'every EXPIRED/REJECTED order returned exactly one unit (none still held; held = live orders, each its own unit and shard)',
     invariant: 'I2, I4',
-    ok: stillHeld.length === 0 && unknownHeld.length === 0 && reservations.length === live.length,
-    figures: { returned: byStatus('EXPIRED') + byStatus('REJECTED'), held: reservations.length, live: live.length },
-    examples: sample([...stillHeld, ...unknownHeld]),
+    ok: stillHeld.length === 0 && unknownHeld.length === 0 && misheld.length === 0 && reservations.length === live.length,
+    figures: { returned: byStatus('EXPIRED') + byStatus('REJECTED'), held: reservations.length, live: live.length, misheld: misheld.length },
+    examples: sample([...stillHeld, ...unknownHeld, ...misheld]),
   });
 
   const { events, duplicates, conflicting } = await readSaleEvents(deps.kafka, deps.topic, saleId, await saleEventsSince(deps.pool, saleId));

@@ -1,7 +1,8 @@
 /**
  * The audit's I1 and I2 checks read the unit slots (src/audit.ts): a sale whose live orders each hold their own
  * unit, and whose Redis free units are the rest, passes both; a row PostgreSQL would refuse (written with its
- * check dropped for the test) fails I1, and a unit both free in Redis and held by a live order fails I2.
+ * check dropped for the test) fails I1, a unit both free in Redis and held by a live order fails I2, and two
+ * reservations naming each other's unit fail the check of each order against its own reservation.
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
@@ -9,6 +10,7 @@ import { auditSale, type Check } from '../../src/audit';
 import { createKafka } from '../../src/kafka';
 import { newOrderId } from '../../src/order/id';
 import type { OrderInput } from '../../src/order/types';
+import { reservationValue } from '../../src/reservation/formats';
 import { saleKeys } from '../../src/reservation/layout';
 import { connectTemporal } from '../../src/temporal';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
@@ -26,12 +28,16 @@ afterAll(async () => {
   await clients?.close();
 });
 
-/** @returns the audit's checks of I1 (oversell) and of I1, I2 (conservation per shard), by whether each passed */
-async function unitChecks(saleId: number): Promise<{ I1: boolean; I2: boolean; examples: string[] }> {
+/**
+ * @returns the audit's checks of I1 (oversell), of I1, I2 (conservation per shard) and of I2, I4 (held = live
+ *   orders, each its own unit), by whether each passed
+ */
+async function unitChecks(saleId: number): Promise<{ I1: boolean; I2: boolean; held: boolean; examples: string[] }> {
   const kafka = createKafka(config, `test-audit-${randomUUID()}`);
   const report = await auditSale({ pool: clients.pool, redis: clients.redis, store: clients.store, temporal, kafka, topic: config.KAFKA_TOPIC }, saleId);
   const check = (invariant: string) => report.checks.find((c) => c.invariant === invariant) as Check;
-  return { I1: check('I1').ok, I2: check('I1, I2').ok, examples: [...(check('I1').examples ?? []), ...(check('I1, I2').examples ?? [])] };
+  const examples = ['I1', 'I1, I2', 'I2, I4'].flatMap((invariant) => check(invariant).examples ?? []);
+  return { I1: check('I1').ok, I2: check('I1, I2').ok, held: check('I2, I4').ok, examples };
 }
 
 test('units held once each pass I1 and I2; a live order past the quantity fails I1, a unit free and held fails I2', async () => {
@@ -79,5 +85,15 @@ test('units held once each pass I1 and I2; a live order past the quantity fails 
   await clients.redis.rpush(keys.stock(itemId), '1');
   expect(await unitChecks(sale.saleId)).toMatchObject({ I1: true, I2: false });
   await clients.redis.lrem(keys.stock(itemId), -1, '1');
-  expect(await unitChecks(sale.saleId)).toMatchObject({ I1: true, I2: true });
+  expect(await unitChecks(sale.saleId)).toMatchObject({ I1: true, I2: true, held: true });
+
+  // The two reservations name each other's unit: the totals per shard still agree, each order does not.
+  const [first, second] = placed;
+  const original = await clients.redis.hmget(keys.reservations, first.orderId, second.orderId);
+  await clients.redis.hset(keys.reservations, first.orderId, reservationValue({ ...first, unit: second.unit }), second.orderId, reservationValue({ ...second, unit: first.unit }));
+  const swapped = await unitChecks(sale.saleId);
+  expect(swapped).toMatchObject({ I1: true, I2: true, held: false });
+  expect(swapped.examples).toContain(`${first.orderId}: unit 1 of item ${itemId} on shard 0, reserved unit 2 of item ${itemId} on shard 0`);
+  await clients.redis.hset(keys.reservations, first.orderId, original[0] as string, second.orderId, original[1] as string);
+  expect(await unitChecks(sale.saleId)).toMatchObject({ I1: true, I2: true, held: true });
 });
