@@ -16,7 +16,7 @@
 -- On a shard that lost its data (its loaded mark is not there) it answers the error
 -- SHARD_NOT_LOADED and writes nothing: the release is tried again (the activity's retries) once the rebuild
 -- restored the reservation, which it then releases.
--- The one place Lua reads a reservation value: `itemId|userId|…|unit`, src/reservation/formats.ts.
+-- The one place Lua reads a reservation value but reserve.lua: `itemId|userId|…|unit|epoch`, src/reservation/formats.ts.
 if redis.call('EXISTS', KEYS[6]) == 0 then
   return redis.error_reply('SHARD_NOT_LOADED')
 end
@@ -24,7 +24,7 @@ local reservation = redis.call('HGET', KEYS[3], ARGV[1])
 if not reservation then
   return
 end
-local itemId, userId, unit = string.match(reservation, '^([^|]+)|([^|]+)|[^|]+|[^|]+|[^|]+|(%d+)$')
+local itemId, userId, unit = string.match(reservation, '^([^|]+)|([^|]+)|[^|]+|[^|]+|[^|]+|(%d+)|%d+$')
 if itemId ~= ARGV[2] then
   return redis.error_reply('ITEM_MISMATCH reservation ' .. ARGV[1] .. ' is for item ' .. tostring(itemId))
 end

@@ -14,10 +14,13 @@
 -- ARGV    orderId, the reservation's terms (formats.ts reservationTerms), then
 --         `reserve`: userId;  `take`: claimedAtMs, leaseMs;
 --         then the start queue entry's field/value pairs without the last value, which is the reservation value
--- The unit taken is the first of the list; the reservation value is the terms and `|<unit>` (formats.ts), the
--- unit PostgreSQL stores with the order (orders.unit, I1: one live order per unit).
+-- The unit taken is the first of the list; the reservation value is the terms, `|<unit>` and `|<epoch>`
+-- (formats.ts): the unit PostgreSQL stores with the order (orders.unit, I1: one live order per unit), and the
+-- shard's epoch, the value of its loaded mark, under which alone PostgreSQL stores the order live
+-- (migrations/…_stock-epochs.sql).
 -- Returns, named by their first element:
---   {'RESERVED', stockLeft, nodeId, unit}  unit absent on a rerun after the order gave its unit back; nodeId names
+--   {'RESERVED', stockLeft, nodeId, unit, epoch}
+--                                          unit and epoch absent on a rerun after the order gave its unit back; nodeId names
 --                                          the cluster node that holds the write ('' on a single Redis), for the
 --                                          replication barrier (src/reservation/replication.ts)
 --   {'ALREADY_PURCHASED', heldOrderId}     `reserve` only
@@ -50,9 +53,10 @@ local function node()
   local id = redis.pcall('CLUSTER', 'MYID')
   return type(id) == 'string' and id or ''
 end
--- The unit an existing reservation holds: the last field of its value (formats.ts), or nil when there is none.
-local function unitOf(value)
-  return value and tonumber(string.match(value, '|(%d+)$')) or nil
+-- The unit and epoch an existing reservation holds: the last two fields of its value (formats.ts).
+local function heldBy(value)
+  local unit, epoch = string.match(value, '|(%d+)|(%d+)$')
+  return tonumber(unit), tonumber(epoch)
 end
 
 if buyers and redis.call('EXISTS', loaded) == 0 then
@@ -64,7 +68,8 @@ local held = buyers and redis.call('HGET', buyers, userId) or false
 if not buyers or held == orderId then
   local own = redis.call('HGET', reservations, orderId)
   if own then
-    return {'RESERVED', stock, node(), unitOf(own)}
+    local unit, epoch = heldBy(own)
+    return {'RESERVED', stock, node(), unit, epoch}
   end
 end
 if redis.call('HEXISTS', released, orderId) == 1 then
@@ -88,7 +93,8 @@ if stock == 0 or held then
   return {'SOLD_OUT', tonumber(redis.call('GET', returns) or '0')}
 end
 local unit = redis.call('LINDEX', stockKey, 0)
-local value = terms .. '|' .. unit
+local epoch = redis.call('GET', loaded)
+local value = terms .. '|' .. unit .. '|' .. epoch
 local entry = {unpack(ARGV, entryFrom)}
 entry[#entry + 1] = value
 redis.call('XADD', queue, '*', unpack(entry))
@@ -97,4 +103,4 @@ if buyers then
   redis.call('HSET', buyers, userId, orderId)
 end
 redis.call('HSET', reservations, orderId, value)
-return {'RESERVED', stock - 1, node(), tonumber(unit)}
+return {'RESERVED', stock - 1, node(), tonumber(unit), tonumber(epoch)}

@@ -122,6 +122,20 @@ export async function createTestSale(clients: Clients, options: TestSaleOptions 
 }
 
 /**
+ * Puts a sale back as if it had never been loaded (a test's set-up for a first load): its shards' Redis keys
+ * deleted and their epochs 0. Deleting the keys alone is a data loss, which only a rebuild restores.
+ */
+export async function unload(clients: Clients, saleId: number): Promise<void> {
+  const layout = await clients.store.layouts.get(saleId);
+  const items = await clients.pool.query<{ id: number }>('SELECT id FROM items WHERE sale_id = $1', [saleId]);
+  for (const tag of layout.tags) {
+    const keys = shardKeys(tag);
+    await clients.redis.del(keys.loaded, keys.buyers, keys.reservations, keys.claims, ...items.rows.flatMap((item) => [keys.stock(item.id), keys.returns(item.id)]));
+  }
+  await clients.pool.query('UPDATE stock_shards SET epoch = 0 WHERE sale_id = $1', [saleId]);
+}
+
+/**
  * Reserves an order's unit in Redis (ReservationStore.reserve), as the purchase route does; throws unless reserved.
  * @returns the order holding the unit Redis gave it, from the shard that gave it: as its start queue entry hands it
  *   to its workflow (Orders.place stores no live order without its unit)
@@ -129,7 +143,7 @@ export async function createTestSale(clients: Clients, options: TestSaleOptions 
 export async function reserveUnit(clients: Pick<Clients, 'store'>, order: OrderInput): Promise<OrderInput> {
   const outcome = await clients.store.reserve(order);
   if (outcome.kind !== 'RESERVED' || outcome.unit === undefined) throw new Error(`order ${order.orderId} not reserved: ${JSON.stringify(outcome)}`);
-  return { ...order, unit: outcome.unit, stockShard: outcome.stockShard };
+  return { ...order, unit: outcome.unit, stockShard: outcome.stockShard, stockEpoch: outcome.stockEpoch };
 }
 
 /** An order's row as PostgreSQL holds it (the tests' own read), or undefined when there is none. */

@@ -35,6 +35,14 @@ export type PayOutcome = PayResult & { stored?: true };
  */
 const windowOpen = (deadline: string, clock: string) => `${deadline} > ${clock}`;
 
+/**
+ * The stock-epoch rule, in SQL: the order's unit was taken in its stock shard's current epoch
+ * (migrations/…_stock-epochs.sql). Read FOR SHARE, so that a rebuild's move of the epoch waits for the stores
+ * under way and the stores after it see the new epoch.
+ */
+const epochHolds = (saleId: string, shard: string, epoch: string) =>
+  `${epoch}::int = (SELECT epoch FROM stock_shards WHERE sale_id = ${saleId} AND shard = ${shard} FOR SHARE)`;
+
 const ORDER_COLUMNS = `id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", status,
   price_minor::float8 AS "priceMinor", payment_id AS "paymentId", reason, deadline_at AS "deadlineAt"`;
 
@@ -85,29 +93,35 @@ export class Orders {
    * Places an accepted order: stored PENDING with the unit it holds, in one insert under orders_live_unit and
    * orders_live_unit_of_item (I1) and the one-live-order index (I3). REJECTED (SOLD_OUT) when another live order holds
    * its unit or the unit is none of the item's (Redis drifted), REJECTED (ALREADY_PURCHASED) when the buyer holds
-   * another live order in the sale; a refused order is stored without a unit. A retry, or a row the payment route
-   * stored first (PAID), returns what is stored and changes nothing.
+   * another live order in the sale, REJECTED (STOCK_REBUILT) when its stock shard's epoch is no longer the one
+   * its unit was taken in (a rebuild listed that unit free without knowing the order); a refused order is stored
+   * without a unit. A retry, or a row stored first (by the starter, or PAID by the payment route), returns what is
+   * stored and changes nothing.
    * @param traceParent the span placing it (tracing on), kept in the row for the payment's span to link to
    * @throws pg constraint errors (23xxx, 22xxx) for an order PostgreSQL cannot store at all
    */
   async place(order: OrderInput, traceParent?: string): Promise<Outcome> {
     const values = [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order)), order.stockShard ?? 0];
+    let reason: string | undefined;
     try {
       await this.pool.query(
         `INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at, stock_shard, unit, item_quantity, trace_parent)
-         VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $7, $8, $9, (SELECT quantity FROM items WHERE id = $3), $10) ON CONFLICT (id) DO NOTHING`,
-        [...values, order.unit, traceParent ?? null],
+         SELECT $1, $2, $3, $4, 'PENDING', $5, $6, $7, $8, $9, (SELECT quantity FROM items WHERE id = $3), $10
+         WHERE ${epochHolds('$2', '$8', '$11')} ON CONFLICT (id) DO NOTHING`,
+        [...values, order.unit, traceParent ?? null, order.stockEpoch ?? null],
       );
     } catch (err) {
-      const reason = refusal(err);
+      reason = refusal(err);
       if (!reason) throw err;
-      // The insert wrote nothing: the order is stored refused.
-      await this.pool.query(
-        `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at, stock_shard, trace_parent)
-         VALUES ($1, $2, $3, $4, 'REJECTED', $9, $5, $6, $7, $8, $10) ON CONFLICT (id) DO NOTHING`,
-        [...values, reason, traceParent ?? null],
-      );
     }
+    const stored = await this.stored(order.orderId);
+    if (stored) return stored;
+    // The insert wrote nothing: refused, or its unit's epoch is over (a rebuild listed the unit free without it).
+    await this.pool.query(
+      `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at, stock_shard, trace_parent)
+       VALUES ($1, $2, $3, $4, 'REJECTED', $9, $5, $6, $7, $8, $10) ON CONFLICT (id) DO NOTHING`,
+      [...values, reason ?? 'STOCK_REBUILT', traceParent ?? null],
+    );
     return this.storedOutcome(order.orderId);
   }
 
@@ -151,7 +165,9 @@ export class Orders {
         if (!terms) return undefined;
         if (!paysPrice(terms, payment)) return { error: 'AMOUNT_MISMATCH' };
         if (!decided.termsOpen) return { error: 'PAYMENT_WINDOW_CLOSED' };
-        // A row appeared after the statement's snapshot (its workflow's, being stored): decide against it.
+        // No row was stored: one appeared after the statement's snapshot (being stored by the starter), or the
+        // terms' epoch is over; place finds the first or stores the refusal, and the payment is decided against it.
+        await this.place(terms);
         continue;
       }
       // Before the replay check: a paymentId that paid, sent again with another amount, is no replay (I7).
@@ -216,13 +232,18 @@ export class Orders {
     return saleId === undefined ? undefined : this.reservations.findReservation(saleId, orderId);
   }
 
-  private async storedOutcome(orderId: string): Promise<Outcome> {
+  private async stored(orderId: string): Promise<Outcome | undefined> {
     const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; reason: string | null }>(
       'SELECT status, payment_id AS "paymentId", reason FROM orders WHERE id = $1',
       [orderId],
     );
-    if (!res.rows[0]) throw new Error(`order ${orderId} has no row`);
-    return outcome(res.rows[0].status, res.rows[0].paymentId, res.rows[0].reason);
+    return res.rows[0] && outcome(res.rows[0].status, res.rows[0].paymentId, res.rows[0].reason);
+  }
+
+  private async storedOutcome(orderId: string): Promise<Outcome> {
+    const stored = await this.stored(orderId);
+    if (!stored) throw new Error(`order ${orderId} has no row`);
+    return stored;
   }
 
   /**
@@ -246,6 +267,7 @@ export class Orders {
          INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at, stock_shard, unit, item_quantity)
          SELECT $1, $4, $5, $6, 'PAID', $7, $2, $8, $9, $10, $11, (SELECT quantity FROM items WHERE id = $5)
          WHERE $4::int IS NOT NULL AND NOT EXISTS (SELECT 1 FROM current) AND ${windowOpen('$9::timestamptz', 'now()')} AND $7::bigint = $3
+           AND ${epochHolds('$4', '$10', '$12')}
          ON CONFLICT (id) DO NOTHING RETURNING id
        ), taken AS (
          INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $2, id, $3 FROM (SELECT id FROM paid UNION ALL SELECT id FROM stored) p
@@ -267,6 +289,7 @@ export class Orders {
         terms ? new Date(paymentDeadlineMs(terms)) : null,
         terms ? (terms.stockShard ?? 0) : null,
         terms?.unit ?? null,
+        terms?.stockEpoch ?? null,
       ],
     );
     const { paid, stored, usedElsewhere, status, paymentId, priceMinor, open, termsOpen } = res.rows[0];

@@ -15,12 +15,13 @@ export interface Outcome {
 /**
  * The compensation an outcome calls for (I2, I4): none while the order is live (PENDING, PAID); for EXPIRED and
  * REJECTED its reservation is released, the unit back in stock, unless PostgreSQL refused the order because
- * another live order holds that unit (REJECTED SOLD_OUT): Redis must not hand that unit out again.
+ * another live order holds that unit (REJECTED SOLD_OUT: Redis must not hand that unit out again) or a rebuild
+ * listed it free already (REJECTED STOCK_REBUILT).
  * @returns undefined when there is nothing to compensate
  */
 export function compensationFor(outcome: Pick<Outcome, 'status' | 'reason'>): { unitBack: boolean } | undefined {
   if (outcome.status === 'EXPIRED') return { unitBack: true };
-  if (outcome.status === 'REJECTED') return { unitBack: outcome.reason !== 'SOLD_OUT' };
+  if (outcome.status === 'REJECTED') return { unitBack: outcome.reason !== 'SOLD_OUT' && outcome.reason !== 'STOCK_REBUILT' };
   return undefined;
 }
 
@@ -59,6 +60,12 @@ export interface OrderInput {
    * one-shard sales and in workflows started before shards, which means shard 0.
    */
   stockShard?: number;
+  /**
+   * The epoch of that shard's stock when the unit was taken (migrations/…_stock-epochs.sql): PostgreSQL stores
+   * the order live only while it is the shard's epoch, so that a unit a rebuild listed free, not knowing the
+   * order, is not held twice. Absent until Redis reserved the unit.
+   */
+  stockEpoch?: number;
 }
 
 /**

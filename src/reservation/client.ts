@@ -21,8 +21,8 @@ const LUA_DIR = join(__dirname, '..', '..', 'lua');
 export const COMMAND_TIMEOUT_MS = 2000;
 
 /** Replies of the scripts, named by their first element (lua/reserve.lua, lua/claim.lua). */
-export type ReserveReply = ['RESERVED', number, string, number?] | ['ALREADY_PURCHASED', string] | ['SOLD_OUT', number] | ['NOT_LOADED'];
-export type TakeReply = ['RESERVED', number, string, number?] | ['SOLD_OUT', number] | ['NOT_LOADED'] | ['LEASE_OVER'];
+export type ReserveReply = ['RESERVED', number, string, number?, number?] | ['ALREADY_PURCHASED', string] | ['SOLD_OUT', number] | ['NOT_LOADED'];
+export type TakeReply = ['RESERVED', number, string, number?, number?] | ['SOLD_OUT', number] | ['NOT_LOADED'] | ['LEASE_OVER'];
 export type ClaimReply = ['CLAIMED', number, string] | ['ALREADY_PURCHASED', string] | ['NOT_LOADED'];
 
 interface Scripts {

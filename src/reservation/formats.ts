@@ -10,19 +10,20 @@ import type { OrderInput } from '../order/types';
 
 /**
  * The terms of a reservation, as the reserving scripts are given them: `itemId|userId|reservedAtMs|priceMinor|
- * paymentWindowMs` (a buyer id holds no `|`: src/ids.ts). The script appends `|unit`: a reservation value.
+ * paymentWindowMs` (a buyer id holds no `|`: src/ids.ts). The script appends `|unit|epoch` (the unit it took, its
+ * shard's epoch): a reservation value.
  */
 export function reservationTerms(o: OrderInput): string {
   return `${o.itemId}|${o.userId}|${o.reservedAtMs}|${o.priceMinor}|${o.paymentWindowMs}`;
 }
 
 /**
- * @returns a reservation value as a rebuild writes it: the terms and `|unit`
- * @throws Error when the order holds no unit (an order of a sale from before unit slots)
+ * @returns a reservation value as a rebuild writes it: the terms, `|unit` and `|epoch`
+ * @throws Error when the order holds no unit or epoch (it was never reserved)
  */
 export function reservationValue(o: OrderInput): string {
-  if (o.unit === undefined) throw new Error(`order ${o.orderId} holds no numbered unit`);
-  return `${reservationTerms(o)}|${o.unit}`;
+  if (o.unit === undefined || o.stockEpoch === undefined) throw new Error(`order ${o.orderId} holds no unit of an epoch`);
+  return `${reservationTerms(o)}|${o.unit}|${o.stockEpoch}`;
 }
 
 /**
@@ -30,7 +31,7 @@ export function reservationValue(o: OrderInput): string {
  * @returns the order a reservation value holds
  */
 export function parseReservation(saleId: number, stockShard: number, orderId: string, value: string): OrderInput {
-  const [itemId, userId, reservedAtMs, priceMinor, paymentWindowMs, unit] = value.split('|');
+  const [itemId, userId, reservedAtMs, priceMinor, paymentWindowMs, unit, stockEpoch] = value.split('|');
   return {
     orderId,
     saleId,
@@ -41,6 +42,7 @@ export function parseReservation(saleId: number, stockShard: number, orderId: st
     paymentWindowMs: Number(paymentWindowMs),
     unit: Number(unit),
     stockShard,
+    stockEpoch: Number(stockEpoch),
   };
 }
 
@@ -70,11 +72,11 @@ export function parseEntryFields(saleId: number, entryId: string, fields: string
   const orderId = value.get('orderId');
   const terms = value.get('terms');
   if (!orderId || !terms) throw new InvalidEntry(`start queue entry ${entryId} of sale ${saleId} is not an order (missing ${orderId ? 'terms' : 'orderId'})`);
-  const { itemId, userId, reservedAtMs, priceMinor, paymentWindowMs, unit } = parseReservation(saleId, 0, orderId, terms);
-  if (!userId || [itemId, reservedAtMs, priceMinor, paymentWindowMs, unit].some((n) => !Number.isSafeInteger(n))) {
+  const { itemId, userId, reservedAtMs, priceMinor, paymentWindowMs, unit, stockEpoch } = parseReservation(saleId, 0, orderId, terms);
+  if (!userId || [itemId, reservedAtMs, priceMinor, paymentWindowMs, unit, stockEpoch].some((n) => !Number.isSafeInteger(n))) {
     throw new InvalidEntry(`start queue entry ${entryId} of sale ${saleId} is not an order (bad terms)`);
   }
-  return { orderId, saleId, itemId, userId, reservedAtMs, priceMinor, paymentWindowMs, unit };
+  return { orderId, saleId, itemId, userId, reservedAtMs, priceMinor, paymentWindowMs, unit, stockEpoch };
 }
 
 /** @returns the traceparent a start queue entry carries (entryFields writes it first), or undefined */

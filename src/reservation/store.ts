@@ -24,8 +24,11 @@ import { ReservationView } from './views';
 
 /** Outcome of a reservation attempt; errors as values for the API's single outcome→HTTP map. */
 export type ReserveOutcome =
-  /** unit: the unit the order holds (absent when a rerun found the order already ended: its unit went back). */
-  | { kind: 'RESERVED'; stockLeft: number; stockShard: number; unit?: number }
+  /**
+   * unit: the unit the order holds, stockEpoch: its shard's epoch when it was taken (both absent when a rerun
+   * found the order already ended: its unit went back).
+   */
+  | { kind: 'RESERVED'; stockLeft: number; stockShard: number; unit?: number; stockEpoch?: number }
   | { kind: 'ALREADY_PURCHASED'; orderId: string }
   | { kind: 'SOLD_OUT' }
   | { kind: 'NOT_LOADED' }
@@ -33,6 +36,9 @@ export type ReserveOutcome =
   | { kind: 'NOT_REPLICATED'; orderId: string; replicas: number }
   /** Units came and went on the item's shards through every pass: no moment was found at which all were empty. */
   | { kind: 'UNDECIDED' };
+
+/** The unit and epoch of a RESERVED reply, both or neither (a rerun after the order ended has neither). */
+const held = (unit: number | undefined, stockEpoch: number | undefined) => (unit !== undefined && stockEpoch !== undefined ? { unit, stockEpoch } : {});
 
 /** The order a release names: its unit goes back to its stock shard, its buyer's entry is cleared at home. */
 export type ReleaseTarget = Pick<OrderInput, 'saleId' | 'itemId' | 'orderId' | 'userId' | 'stockShard'>;
@@ -44,7 +50,7 @@ export type ReleaseTarget = Pick<OrderInput, 'saleId' | 'itemId' | 'orderId' | '
 const MAX_PASSES = 3;
 
 /** What one look at a stock shard found. */
-type Look = { reserved: { stockLeft: number; node: string; unit?: number } } | { empty: number } | { notLoaded: true } | { leaseOver: true };
+type Look = { reserved: { stockLeft: number; node: string; unit?: number; stockEpoch?: number } } | { empty: number } | { notLoaded: true } | { leaseOver: true };
 
 /** @returns the shards an item's stock lives on, starting from `first` and going round: the order a buyer tries them in */
 function shardsFrom(first: number, count: number): number[] {
@@ -108,7 +114,7 @@ export class ReservationStore extends ReservationView {
       );
       switch (reply[0]) {
         case 'RESERVED':
-          return this.replicated(order, { kind: 'RESERVED', stockLeft: reply[1], stockShard: home, ...(reply[3] !== undefined && { unit: reply[3] }) }, [reply[2]]);
+          return this.replicated(order, { kind: 'RESERVED', stockLeft: reply[1], stockShard: home, ...held(reply[3], reply[4]) }, [reply[2]]);
         case 'ALREADY_PURCHASED':
           return { kind: 'ALREADY_PURCHASED', orderId: reply[1] };
         default:
@@ -141,8 +147,8 @@ export class ReservationStore extends ReservationView {
         if ('reserved' in look) {
           // Settling the claim is housekeeping: failed, claim repair settles it; the buyer holds the unit either way.
           await idempotent(() => this.redis.zrem(homeKeys.claims, member)).catch(() => undefined);
-          const { stockLeft, unit } = look.reserved;
-          return this.replicated(order, { kind: 'RESERVED', stockLeft, stockShard: k, ...(unit !== undefined && { unit }) }, [look.reserved.node, homeNode]);
+          const { stockLeft, unit, stockEpoch } = look.reserved;
+          return this.replicated(order, { kind: 'RESERVED', stockLeft, stockShard: k, ...held(unit, stockEpoch) }, [look.reserved.node, homeNode]);
         }
         // A take stalled past the claim's lease: no take of this press can land any more (each refuses a claim
         // past its lease, and every earlier one answered), so the claim is undone now rather than by repair.
@@ -185,7 +191,7 @@ export class ReservationStore extends ReservationView {
     );
     switch (reply[0]) {
       case 'RESERVED':
-        return { reserved: { stockLeft: reply[1], node: reply[2], unit: reply[3] } };
+        return { reserved: { stockLeft: reply[1], node: reply[2], unit: reply[3], stockEpoch: reply[4] } };
       case 'SOLD_OUT':
         return { empty: reply[1] };
       case 'NOT_LOADED':

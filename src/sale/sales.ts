@@ -13,7 +13,7 @@ import { MAX_SHARDS } from '../reservation/layout';
  * 1.2 s per million on a 2-core machine (docs/performance.md, unit slots).
  */
 export const MAX_SALE_UNITS = 1_000_000;
-import { RebuildUnderWay, StockLoader } from '../reservation/loading';
+import { RebuildUnderWay, StockLoader, type StockSource } from '../reservation/loading';
 import type { ReservationStore } from '../reservation/store';
 import type { ShardPlacer } from '../reservation/placement';
 
@@ -93,6 +93,7 @@ export async function createSale(pool: Pool, input: SaleInput, placeShards: Shar
     const id = sale.rows[0].id;
     const shards = Math.max(...input.items.map((item) => item.stockShards ?? 1));
     if (shards > 1) await tx.query('UPDATE sale_events SET shard_tags = $2 WHERE id = $1', [id, placeShards(id, shards)]);
+    await tx.query('INSERT INTO stock_shards (sale_id, shard) SELECT $1, k FROM generate_series(0, $2 - 1) AS k', [id, shards]);
     for (const item of input.items) {
       await tx.query('INSERT INTO items (sale_id, product_id, name, quantity, price_minor, currency, stock_shards) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
         id,
@@ -168,48 +169,72 @@ export async function recentSaleIds(pool: Pool): Promise<number[]> {
 /** Thrown by loadSale when a rebuild has nothing to restore, would go ahead beside shards that kept their data without force, or runs already. */
 export class RebuildRefused extends Error {}
 
-/** Thrown by loadSale (without rebuild) when a shard lost its data while the sale has live orders: only a rebuild restores them. */
+/** Thrown by loadSale (without rebuild) when a shard lost its data after it was loaded: only a rebuild restores what it held. */
 export class RebuildNeeded extends Error {}
 
 /**
- * Loads the sale's stock into Redis: per stock shard not loaded yet, each item's units that no live order holds
- * (I2; idempotent). With rebuild, restores the shards that lost the sale's data (their loaded mark gone) from PostgreSQL and the other shards' reservations, and leaves the shards that kept theirs as
- * they are (src/reservation/loading.ts). While any shard kept its data, a rebuild needs force: orders that were
- * only on a lost shard and not yet stored by their workflow are gone, and the operator says they know
+ * The sale's stock shards' epochs in PostgreSQL, moved on under the loader's locks (src/reservation/loading.ts).
+ * Each move is its own statement, committed before the live orders are read: a store of an order (Orders.place)
+ * reads its shard's epoch FOR SHARE, so the UPDATE waits for the stores under way, which the read then sees, and
+ * the stores after it find the new epoch.
+ */
+function stockSource(pool: Pool, saleId: number): StockSource {
+  const moved = async (sql: string, shards: readonly number[]) => {
+    const res = await pool.query<{ shard: number; epoch: number }>(sql, [saleId, shards]);
+    return new Map(res.rows.map((r) => [r.shard, r.epoch]));
+  };
+  return {
+    async firstLoad(shards) {
+      const epochs = await moved('UPDATE stock_shards SET epoch = 1 WHERE sale_id = $1 AND shard = ANY($2) AND epoch = 0 RETURNING shard, epoch', shards);
+      const before = shards.filter((k) => !epochs.has(k));
+      if (before.length) {
+        throw new RebuildNeeded(`sale ${saleId}: shard(s) ${before.join(', ')} lost the data they were loaded with: rebuild (?rebuild=true) to restore the orders they held`);
+      }
+      return { epochs, liveOrders: await liveOrders(pool, saleId) };
+    },
+    async nextEpoch(shards) {
+      const epochs = await moved('UPDATE stock_shards SET epoch = epoch + 1 WHERE sale_id = $1 AND shard = ANY($2) RETURNING shard, epoch', shards);
+      return { epochs, liveOrders: await liveOrders(pool, saleId) };
+    },
+  };
+}
+
+/**
+ * Loads the sale's stock into Redis: per stock shard never loaded, each item's units (idempotent: a shard loaded
+ * is left as it is). With rebuild, restores the shards that lost the sale's data (their loaded mark gone) from
+ * PostgreSQL and the other shards' reservations, and leaves the shards that kept theirs as they are
+ * (src/reservation/loading.ts). While any shard kept its data, a rebuild needs force: orders whose entries were
+ * only on a lost shard and that no starter had read are gone, and the operator says they know
  * (docs/operations.md, A shard lost its data).
- * Without rebuild, a shard that lost its data is loaded only while the sale has no live order: its stock alone
- * would be right, but its reservations and buyers' entries would be missing (their units lost at expiry, their
- * buyers free to buy twice).
+ * Without rebuild, a shard that lost the data it was loaded with is refused (RebuildNeeded), whatever PostgreSQL
+ * holds yet: the reservations and entries only Redis knew would be missing (their units lost, their buyers free
+ * to buy twice). Loads and rebuilds of a shard run one at a time.
  * @returns the loaded sale, or undefined when there is no such sale
  * @throws RebuildRefused when no shard lost its data, or some kept theirs and force is not given, or another
- *   rebuild of a shard runs; RebuildNeeded when a load finds a shard without its data and live orders
+ *   load or rebuild of a shard runs; RebuildNeeded when a load finds a shard that lost its data
  */
 export async function loadSale(pool: Pool, store: ReservationStore, saleId: number, rebuild: boolean, force = false): Promise<Sale | undefined> {
   const sale = await findSale(pool, saleId);
   if (!sale) return undefined;
   const loader = new StockLoader(store);
   const items = sale.items.map((item) => ({ itemId: item.itemId, quantity: item.quantity }));
-  const holding = await loader.holding(saleId);
+  const source = stockSource(pool, saleId);
   if (!rebuild) {
-    const live = await liveOrders(pool, saleId);
-    const lost = holding.flatMap((holds, k) => (holds ? [] : [k]));
-    if (lost.length && live.length) {
-      throw new RebuildNeeded(`sale ${saleId}: shard(s) ${lost.join(', ')} hold no stock while ${live.length} orders are live: rebuild (?rebuild=true) to restore them`);
-    }
-    await loader.load(saleId, items, live);
+    await loader.load(saleId, items, source);
     return sale;
   }
+  const holding = await loader.holding(saleId);
   const lost = holding.flatMap((holds, k) => (holds ? [] : [k]));
   const kept = holding.flatMap((holds, k) => (holds ? [k] : []));
   if (!lost.length) throw new RebuildRefused(`sale ${saleId}: every stock shard holds its data; nothing to rebuild`);
   if (kept.length && !force) {
     throw new RebuildRefused(
       `sale ${saleId}: shard(s) ${lost.join(', ')} lost their data, shard(s) ${kept.join(', ')} kept theirs; a rebuild restores the lost ones only, ` +
-        'and orders that were only there and not yet stored are gone (force to go ahead)',
+        'and orders whose entries were only there and not yet read by a starter are gone (force to go ahead)',
     );
   }
   try {
-    await loader.rebuild(saleId, items, await liveOrders(pool, saleId), lost);
+    await loader.rebuild(saleId, items, source, lost);
   } catch (err) {
     if (err instanceof RebuildUnderWay) throw new RebuildRefused(`sale ${saleId}: ${err.message}`);
     throw err;

@@ -1,9 +1,9 @@
 /**
  * The starter, a role of its own: the API process runs one by default (STARTER_IN_API), and `npm run starter`
- * runs it alone. It reads the sales' start queues (src/reservation/startQueue.ts) through the consumer group
- * and starts each accepted order's workflow (workflow id = orderId; an id that exists already counts as
- * started), then acknowledges and deletes the entry (I4). Acceptance rests on Redis; this is where the
- * accepted orders reach Temporal, at Temporal's pace (docs/design.md).
+ * runs it alone. It reads the sales' start queues (src/reservation/startQueue.ts) through the consumer group,
+ * stores each accepted order in PostgreSQL and starts its workflow (workflow id = orderId; an id that exists
+ * already counts as started), then acknowledges and deletes the entry (I4). Acceptance rests on Redis; this is
+ * where the accepted orders reach PostgreSQL and Temporal, at Temporal's pace (docs/design.md).
  *
  * - At most maxInFlight starts are in flight; entries are read only for free slots.
  * - RESOURCE_EXHAUSTED, UNAVAILABLE and DEADLINE_EXCEEDED pause all reading (exponential back-off, 100 ms to
@@ -27,6 +27,8 @@ import { hostname } from 'node:os';
 import type { Pool } from 'pg';
 import { context } from '@opentelemetry/api';
 import type { Config } from '../config';
+import { isConstraintViolation } from '../db';
+import { Orders } from '../order/store';
 import type { OrderInput } from '../order/types';
 import type { Logger } from '../logger';
 import { repairClaims } from '../reservation/claims';
@@ -35,7 +37,7 @@ import type { ReservationStore } from '../reservation/store';
 import { InvalidEntry } from '../reservation/formats';
 import { parseEntry, StartQueue, type QueuedOrder, type RawEntry } from '../reservation/startQueue';
 import type { OrderWorkflows } from '../temporal';
-import { ATTR, contextOf, inSpan } from '../tracing';
+import { ATTR, activeTraceParent, contextOf, inSpan } from '../tracing';
 import { ClaimSweep } from './claimSweep';
 import { AcceptanceGate, BacklogGate, type StartGate } from './gates';
 import { RecentSales } from './recentSales';
@@ -53,7 +55,7 @@ export interface StarterDeps {
    * API process that died, or stalled, between the claim and its outcome, on a sale of several stock shards.
    */
   repairClaims(saleId: number, olderThanMs: number): Promise<{ settled: number; undone: number }>;
-  /** Starts the order's workflow; 'already-started' when its id exists. */
+  /** Stores the order and starts its workflow; 'already-started' when its id exists. */
   start(order: OrderInput, traceParent?: string): Promise<'started' | 'already-started'>;
   /** The sales whose queues may hold entries (cached by the caller). */
   saleIds(): Promise<readonly number[]>;
@@ -359,6 +361,21 @@ export class Starter {
 }
 
 /**
+ * Stores the order before its workflow exists (Orders.place: PENDING with its unit, or REJECTED), so that from
+ * here on PostgreSQL knows every order that holds a unit and a rebuild cannot miss it (src/reservation/loading.ts).
+ * An order PostgreSQL cannot store at all (a constraint it cannot meet) is left to its workflow, whose own place
+ * meets the same refusal and ends it REJECTED.
+ * @throws pg errors other than constraint violations (PostgreSQL unreachable): the start is tried again later
+ */
+async function store(orders: Orders, order: OrderInput): Promise<void> {
+  try {
+    await orders.place(order, activeTraceParent());
+  } catch (err) {
+    if (!isConstraintViolation(err)) throw err;
+  }
+}
+
+/**
  * The starter of one process (the API's, or `npm run starter`'s), from the configuration: it polls the recent
  * sales' start queues over `redis` (a connection of its own: its reads must not queue behind the purchases'
  * scripts), repairs claims through `store`, as a consumer named after the host and process, and starts on the configured task queue.
@@ -370,6 +387,7 @@ export function createStarter(
   hooks: StartHooks,
 ): Starter {
   const recentSales = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS);
+  const orders = new Orders(clients.pool, clients.store);
   const { onBacklog, ...onStart } = hooks;
   return new Starter({
     queue: new StartQueue(clients.redis, clients.store.layouts),
@@ -378,9 +396,10 @@ export function createStarter(
     // child (the Temporal client's) carries the context on to the workflow.
     start: (order, traceParent) =>
       context.with(contextOf(traceParent), () =>
-        inSpan('start order', { attributes: { [ATTR.orderId]: order.orderId, [ATTR.saleId]: order.saleId, [ATTR.queueWaitMs]: Date.now() - order.reservedAtMs } }, () =>
-          clients.workflows.start(order),
-        ),
+        inSpan('start order', { attributes: { [ATTR.orderId]: order.orderId, [ATTR.saleId]: order.saleId, [ATTR.queueWaitMs]: Date.now() - order.reservedAtMs } }, async () => {
+          await store(orders, order);
+          return clients.workflows.start(order);
+        }),
       ),
     saleIds: () => recentSales.ids(),
     gates: [

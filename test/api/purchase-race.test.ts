@@ -184,7 +184,7 @@ test('one buyer, 50 parallel requests, stock 10: exactly one 202 and 49 × 409 n
   expect(await stockOf(sale.saleId, itemId)).toBe(9);
   expect(await clients.redis.hgetall(saleKeys(sale.saleId).reservations)).toEqual({
     // The one order holds unit 1, the head of the free units.
-    [orderId]: expect.stringMatching(new RegExp(`^${itemId}\\|hammer-${run}\\|\\d+\\|\\d+\\|\\d+\\|1$`)),
+    [orderId]: expect.stringMatching(new RegExp(`^${itemId}\\|hammer-${run}\\|\\d+\\|\\d+\\|\\d+\\|1\\|1$`)),
   });
 });
 

@@ -224,7 +224,7 @@ test('the buyer is the token’s sub: a body userId or identity headers cannot i
   // The order holds the unit at the head of the free list, which left it.
   const [head, ...rest] = before.units[itemId][0] as number[];
   expect(after.units[itemId]).toEqual([rest]);
-  expect(after.reservations[orderId]).toMatch(new RegExp(`^${itemId}\\|${attacker}\\|\\d+\\|\\d+\\|\\d+\\|${head}$`));
+  expect(after.reservations[orderId]).toMatch(new RegExp(`^${itemId}\\|${attacker}\\|\\d+\\|\\d+\\|\\d+\\|${head}\\|1$`));
   // The victim can still buy (they hold nothing) and cannot see the order; the attacker can.
   const asVictim = await call('GET', `/api/flash-sales/orders/${orderId}`, { token: await buyerToken(config, victim) });
   expect(asVictim.status).toBe(404);

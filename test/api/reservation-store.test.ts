@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { OrderInput } from '../../src/order/types';
 import { saleKeys } from '../../src/reservation/layout';
 import { loadSale, type Sale } from '../../src/sale/sales';
-import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { connectClients, createTestSale, testConfig, unload, type Clients } from '../helpers';
 
 const config = testConfig();
 let clients: Clients;
@@ -44,7 +44,7 @@ async function newSale(quantity: number) {
 test('releasing the same order twice returns exactly one unit', async () => {
   const { saleId, itemId, keys, stock } = await newSale(10);
   const orderId = randomUUID();
-  expect(await clients.store.reserve(order(saleId, itemId, 'twice', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0, unit: 1 });
+  expect(await clients.store.reserve(order(saleId, itemId, 'twice', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0, unit: 1, stockEpoch: 1 });
 
   await clients.store.release({ saleId, itemId, orderId, userId: 'twice' });
   expect(await stock()).toBe(10);
@@ -67,7 +67,7 @@ test('a reservation run twice for one order, and its release run twice: Redis as
   const once = order(saleId, itemId, 'resent', randomUUID());
   const first = await clients.store.reserve(once);
   const afterFirst = await snapshot();
-  expect(first).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0, unit: 1 });
+  expect(first).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0, unit: 1, stockEpoch: 1 });
   expect(afterFirst.queue).toHaveLength(1);
   expect(await clients.store.reserve(once)).toEqual(first);
   expect(await snapshot()).toEqual(afterFirst);
@@ -90,7 +90,7 @@ test('a stale release (A, then the buyer reserves B, then A again) changes nothi
   await clients.store.reserve(order(saleId, itemId, 'stale', orderA));
   await clients.store.release({ saleId, itemId, orderId: orderA, userId: 'stale' });
   // A's unit 1 went back to the tail of the list: B takes the head, unit 2.
-  expect(await clients.store.reserve(order(saleId, itemId, 'stale', orderB))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0, unit: 2 });
+  expect(await clients.store.reserve(order(saleId, itemId, 'stale', orderB))).toEqual({ kind: 'RESERVED', stockLeft: 9, stockShard: 0, unit: 2, stockEpoch: 1 });
 
   await clients.store.release({ saleId, itemId, orderId: orderA, userId: 'stale' });
   expect(await stock()).toBe(9);
@@ -134,7 +134,7 @@ test('after SCRIPT FLUSH, reserve and release still work (EVALSHA falls back to 
 
   await clients.redis.script('FLUSH');
   const orderId = randomUUID();
-  expect(await clients.store.reserve(order(saleId, itemId, 'after-flush', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 3, stockShard: 0, unit: 2 });
+  expect(await clients.store.reserve(order(saleId, itemId, 'after-flush', orderId))).toEqual({ kind: 'RESERVED', stockLeft: 3, stockShard: 0, unit: 2, stockEpoch: 1 });
   await clients.redis.script('FLUSH');
   await clients.store.release({ saleId, itemId, orderId, userId: 'after-flush' });
   expect(await stock()).toBe(4);
@@ -142,8 +142,9 @@ test('after SCRIPT FLUSH, reserve and release still work (EVALSHA falls back to 
 
 test('three loads of an unloaded sale at once list each unit once; a load of a loaded sale changes nothing', async () => {
   const { saleId, itemId, keys } = await newSale(25_000);
-  await clients.redis.del(keys.stock(itemId), keys.loaded);
+  await unload(clients, saleId);
   await Promise.all([1, 2, 3].map(() => loadSale(clients.pool, clients.store, saleId, false)));
+  expect(await clients.redis.get(keys.loaded)).toBe('1');
   const units = (await clients.redis.lrange(keys.stock(itemId), 0, -1)).map(Number);
   expect(units).toEqual(Array.from({ length: 25_000 }, (_, i) => i + 1));
   expect(await clients.redis.pttl(keys.stock(itemId))).toBe(-1);

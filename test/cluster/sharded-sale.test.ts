@@ -179,10 +179,10 @@ test('a unit taken from another shard than the buyer’s home goes back to that 
   const order = (userId: string) => ({ orderId: randomUUID(), saleId: sale.saleId, itemId, userId, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() });
 
   const one = order(first);
-  expect(await clients.store.reserve(one)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 0, unit: 1 });
+  expect(await clients.store.reserve(one)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 0, unit: 1, stockEpoch: 1 });
   // Shard 0 is empty now: the second buyer is claimed on shard 0 and served by shard 1 (whose unit is 2).
   const two = order(second);
-  expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1, unit: 2 });
+  expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1, unit: 2, stockEpoch: 1 });
   expect(await stockOf(sale.saleId, itemId)).toEqual([0, 0, 1]);
   // Run again for the same order (claim, take, settle, each resent), it answers the same and changes nothing.
   const snapshot = async () => ({
@@ -193,7 +193,7 @@ test('a unit taken from another shard than the buyer’s home goes back to that 
     queued: await Promise.all(layout.tags.map((tag) => clients.redis.xlen(shardKeys(tag).startQueue))),
   });
   const before = await snapshot();
-  expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1, unit: 2 });
+  expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1, unit: 2, stockEpoch: 1 });
   expect(await snapshot()).toEqual(before);
   expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[first, one.orderId], [second, two.orderId]]));
 
@@ -231,7 +231,7 @@ test('a claim left by a crash is repaired: undone when no shard holds its order,
   const keptTerms = { orderId: keptOrder, saleId: sale.saleId, itemId, userId: kept, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() };
   // Its take landed before it died (within the claim's lease: taken as of now).
   const taken = await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), s1.released, s1.loaded, keptOrder, reservationTerms(keptTerms), String(Date.now()), '15000', ...entryFields(keptTerms));
-  expect(taken).toEqual(['RESERVED', 0, expect.any(String), 2]);
+  expect(taken).toEqual(['RESERVED', 0, expect.any(String), 2, 1]);
   // A take whose claim time is not a number cannot check the lease: refused, nothing written.
   const lenBefore = await clients.redis.hlen(s1.reservations);
   await expect(
@@ -290,7 +290,8 @@ test('a rebuild after every shard lost its keys restores stock = quantity − pe
   expect(await freeUnitsOf(sale.saleId, itemId)).toEqual(before.free);
   expect(await clients.store.buyers(sale.saleId)).toEqual(before.buyers);
   const byOrder = (list: { orderId: string }[]) => [...list].sort((x, y) => x.orderId.localeCompare(y.orderId));
-  expect(byOrder(await clients.store.reservations(sale.saleId))).toEqual(byOrder(before.held));
+  // Each reservation as it was, in its shard's next epoch.
+  expect(byOrder(await clients.store.reservations(sale.saleId))).toEqual(byOrder(before.held).map((o) => ({ ...o, stockEpoch: 2 })));
 });
 
 test('one shard lost its keys mid-sale: the rebuild refuses without force, restores only that shard with it, and the audit passes', async () => {
@@ -332,8 +333,14 @@ test('one shard lost its keys mid-sale: the rebuild refuses without force, resto
 
   const rebuilt = await internal('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true&force=true`, { token: admin });
   expect(rebuilt.status).toBe(200);
-  // The shards that kept their data are as they were; the lost one is back as PostgreSQL knows it.
-  expect(await Promise.all([0, 1, 2].map(shardView))).toEqual(before);
+  // The shards that kept their data are as they were; the lost one is back as PostgreSQL knows it, in its next
+  // epoch (the last field of a reservation value).
+  const epochOf = (view: { held: Record<string, string> }) => new Set(Object.values(view.held).map((value) => value.split('|').at(-1)));
+  const withoutEpoch = <T extends { held: Record<string, string> }>(view: T): T => ({ ...view, held: Object.fromEntries(Object.entries(view.held).map(([id, value]) => [id, value.replace(/\|\d+$/, '')])) });
+  const after = await Promise.all([0, 1, 2].map(shardView));
+  expect(after.map(withoutEpoch)).toEqual(before.map(withoutEpoch));
+  expect([after[0], after[2]]).toEqual([before[0], before[2]]);
+  expect([epochOf(before[1]), epochOf(after[1])]).toEqual([new Set(['1']), new Set(['2'])]);
 
   // Nobody pays: every order expires, shard 1's included, and every unit is back on its shard.
   expect(await settledAudit(config, clients, temporal, sale.saleId, orderIds)).toEqual([]);
@@ -362,7 +369,7 @@ test('a unit released onto a shard the buyer already found empty, while another 
     await new Promise((r) => setTimeout(r, 300));
     await clients.store.release({ ...holders[1], stockShard: 1 });
     // The unit shard 1's holder gave back: unit 2.
-    expect(await pressing).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1, unit: 2 });
+    expect(await pressing).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1, unit: 2, stockEpoch: 1 });
   } finally {
     pauser.disconnect();
   }

@@ -49,7 +49,7 @@ test('units held once each pass I1 and I2; a live order past the quantity fails 
     const order: OrderInput = { orderId: newOrderId(sale.saleId), saleId: sale.saleId, itemId, userId: `buyer-${randomUUID()}`, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() };
     const reserved = await clients.store.reserve(order);
     if (reserved.kind !== 'RESERVED') throw new Error(`not reserved: ${reserved.kind}`);
-    placed.push({ ...order, unit: reserved.unit, stockShard: reserved.stockShard });
+    placed.push({ ...order, unit: reserved.unit, stockShard: reserved.stockShard, stockEpoch: reserved.stockEpoch });
   }
   // No workflow is to start these orders: the test places them itself.
   await clients.redis.del(keys.startQueue);

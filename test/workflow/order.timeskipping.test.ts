@@ -85,8 +85,8 @@ async function reservedOrder(quantity = 10): Promise<OrderInput> {
     reservedAtMs: await env.currentTimeMs(),
   };
   const outcome = await clients.store.reserve(order);
-  expect(outcome).toEqual({ kind: 'RESERVED', stockLeft: quantity - 1, stockShard: 0, unit: 1 });
-  return { ...order, unit: 1, stockShard: 0 };
+  expect(outcome).toEqual({ kind: 'RESERVED', stockLeft: quantity - 1, stockShard: 0, unit: 1, stockEpoch: 1 });
+  return { ...order, unit: 1, stockShard: 0, stockEpoch: 1 };
 }
 
 async function start(order: OrderInput, taskQueue = config.TEMPORAL_TASK_QUEUE): Promise<WorkflowHandle> {

@@ -53,8 +53,9 @@ async function startOrder(paymentWindowMs: number): Promise<{ order: OrderInput;
     stockLeft: 4,
     stockShard: 0,
     unit: 1,
+    stockEpoch: 1,
   });
-  const held: OrderInput = { ...order, unit: 1, stockShard: 0 };
+  const held: OrderInput = { ...order, unit: 1, stockShard: 0, stockEpoch: 1 };
   await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, held);
   return { order: held, handle: temporal.workflow.getHandle(order.orderId) };
 }

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
 import type { OrderInput, Order } from '../../src/order/types';
+import { parseReservation } from '../../src/reservation/formats';
 import { saleKeys } from '../../src/reservation/layout';
 import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
 import { paidSignal } from '../../src/workflows/definitions';
@@ -108,7 +109,7 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
         [Error | null, string[]],
       ];
       maxStock = Math.max(maxStock, free.length);
-      const held = values.map((value) => value.split('|').at(-1) as string);
+      const held = values.map((value) => String(parseReservation(sale.saleId, 0, '', value).unit));
       const all = [...free, ...held].map(Number).sort((a, b) => a - b);
       if (all.length !== QUANTITY || all.some((unit, i) => unit !== units[i])) violations.push(`free units [${free}] + held units [${held}] != 1..${QUANTITY}`);
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -140,7 +141,7 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
     };
     const outcome = await clients.store.reserve(order);
     if (outcome.kind !== 'RESERVED') throw new Error(`not reserved: ${outcome.kind}`);
-    const held: OrderInput = { ...order, unit: outcome.unit, stockShard: outcome.stockShard };
+    const held: OrderInput = { ...order, unit: outcome.unit, stockShard: outcome.stockShard, stockEpoch: outcome.stockEpoch };
     await startOrderWorkflow(temporal, config.TEMPORAL_TASK_QUEUE, held);
     const handle = temporal.workflow.getHandle(order.orderId);
     if (i % 2 === 0) {

@@ -253,7 +253,7 @@ async function runOrders(r: Rig, startedBy: 'bench' | 'queue'): Promise<KindFigu
       const outcome = await r.store.reserve(input);
       if (outcome.kind !== 'RESERVED') throw new Error(`order ${i} not reserved: ${outcome.kind}`);
       // The workflow gets the order as its start queue entry would hand it: with the unit Redis gave it.
-      if (startedBy === 'bench') await startOrderWorkflow(r.temporal, r.taskQueue, { ...input, unit: outcome.unit, stockShard: outcome.stockShard });
+      if (startedBy === 'bench') await startOrderWorkflow(r.temporal, r.taskQueue, { ...input, unit: outcome.unit, stockShard: outcome.stockShard, stockEpoch: outcome.stockEpoch });
       if (paid) toPay.add(input.orderId);
       return input.orderId;
     });
