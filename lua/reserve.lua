@@ -3,7 +3,8 @@
 -- (I1, I2, I4). Two callers (src/reservation/store.ts), told apart by the number of keys:
 -- - 7 keys, `reserve`: the buyer's home shard holds stock of the item; the buyer check (I3) runs here too.
 -- - 6 keys, `take`: the buyer was claimed on their home shard first (claim.lua); the claim's lease is checked.
--- The value formats are src/reservation/formats.ts's; this script completes them with the unit.
+-- The value formats are src/reservation/formats.ts's; this script completes them with the unit and the epoch,
+-- and reads those two back from an existing reservation.
 -- KEYS[1] free units of the item   {<tag>}:stock:<itemId>     list of unit numbers (absent when none is left)
 -- KEYS[2] reservations per order   {<tag>}:reservations       hash orderId -> reservation value
 -- KEYS[3] start queue              {<tag>}:accepted           stream of orders whose workflow is to be started

@@ -45,11 +45,12 @@ export function createActivities({ orders, events, reservations }: ActivityDeps)
   return {
     /**
      * Places the order (Orders.place: PENDING holding its unit, I1, I3; or REJECTED), with this activity's
-     * span as its traceparent when tracing is on, then publishes OrderPlaced. A retry, or a row the payment
-     * route stored first, returns the stored status.
+     * span as its traceparent when tracing is on, then publishes OrderPlaced. A retry, or a row stored first
+     * (by the starter, before the start; or PAID by the payment route), returns the stored status.
      */
     async placeOrder(order: OrderInput): Promise<Settled> {
-      const placed = await classified(() => orders.place(order, activeTraceParent()));
+      // The starter stored it before the start: read it rather than insert again (which takes the epoch's lock).
+      const placed = (await orders.stored(order.orderId)) ?? (await classified(() => orders.place(order, activeTraceParent())));
       await events.publish(event('OrderPlaced', order));
       return placed;
     },

@@ -6,8 +6,9 @@
  * the order copies from its item, which orders_item_quantity ties to it); I3 the one-live-order index. This
  * class writes PostgreSQL only: giving a unit back to Redis stock is the workflow's compensation step
  * (`compensationFor`, src/order/types.ts). Acceptance is the reservation itself (lua/reserve.lua,
- * src/reservation/store.ts), whose terms it reads through `ReservationTerms`; from then on the workflow's
- * activities and the payment route change an order only through this class.
+ * src/reservation/store.ts), whose terms it reads through `ReservationTerms`; from then on the starter (which
+ * stores it first), the workflow's activities and the payment route change an order only through this class.
+ * Storing an order live also reads its stock shard's epoch FOR SHARE (`epochHolds`): a lock, not a write.
  *
  * Every write is idempotent (I5): a retried activity finds its earlier effect and returns the same answer.
  * Business outcomes (unit taken, buyer already holds a live order, payment refused) are answers, not
@@ -232,7 +233,8 @@ export class Orders {
     return saleId === undefined ? undefined : this.reservations.findReservation(saleId, orderId);
   }
 
-  private async stored(orderId: string): Promise<Outcome | undefined> {
+  /** @returns what PostgreSQL holds of the order, or undefined when it has no row */
+  async stored(orderId: string): Promise<Outcome | undefined> {
     const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; reason: string | null }>(
       'SELECT status, payment_id AS "paymentId", reason FROM orders WHERE id = $1',
       [orderId],

@@ -52,7 +52,7 @@ export interface OrderInput {
   /**
    * The number of the unit the order holds, 1..quantity, as Redis handed it out (lua/reserve.lua): PostgreSQL
    * stores it with the order, and holds one live order per unit (I1, orders_live_unit). Absent until Redis
-   * reserved it, and in orders of sales from before unit slots.
+   * reserved it.
    */
   unit?: number;
   /**

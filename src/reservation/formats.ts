@@ -3,8 +3,8 @@
  * buyer was given at the 202, so the order is readable and payable before its workflow stores it), the start
  * queue entry (the order whose workflow is to be started), and the claim member (a buyer claimed on their home
  * shard while their unit is sought on another). The reserving script (reserve.lua) completes a reservation
- * value with the unit it took and stores it as the entry's terms too; release.lua alone reads a value (its item,
- * buyer and unit), and says so.
+ * value with the unit it took and its shard's epoch, stores it as the entry's terms too, and reads the unit and
+ * epoch back on a rerun; release.lua reads a value's item, buyer and unit. Both say so.
  */
 import type { OrderInput } from '../order/types';
 

@@ -35,6 +35,11 @@ export interface StockSource {
    * @returns the shards' new epochs and the sale's live orders
    */
   firstLoad(shards: readonly number[]): Promise<{ epochs: ReadonlyMap<number, number>; liveOrders: OrderInput[] }>;
+  /**
+   * Undoes firstLoad (epoch 1 back to 0) for a load that failed before anything went in place: no unit was handed
+   * out in epoch 1, and a plain load may try again.
+   */
+  undoFirstLoad(shards: readonly number[]): Promise<void>;
   /** A rebuild: each shard's next epoch. @returns the shards' new epochs and the sale's live orders */
   nextEpoch(shards: readonly number[]): Promise<{ epochs: ReadonlyMap<number, number>; liveOrders: OrderInput[] }>;
 }
@@ -105,7 +110,8 @@ export class StockLoader {
   /**
    * Loads every shard not loaded yet, for the first time (source.firstLoad refuses a shard loaded before): each
    * item's run of units on it. A load waits while another load or a rebuild holds a shard, then finds it loaded
-   * and leaves it: a second load changes nothing.
+   * and leaves it: a second load of a loaded sale changes nothing.
+   * @throws the source's refusal of a shard loaded before; Error when its lock expired before the put
    */
   async load(saleId: number, items: readonly ItemQuantity[], source: StockSource): Promise<void> {
     const layout = await this.store.layouts.get(saleId);
@@ -114,7 +120,9 @@ export class StockLoader {
       if (!(await this.lockWhenFree(layout, k, token))) continue;
       try {
         const { epochs, liveOrders } = await source.firstLoad([k]);
-        await this.putInPlace(layout, k, token, epochs.get(k) as number, carried(layout, items, k), liveOrders, []);
+        if (!(await this.putInPlace(layout, k, token, epochOf(epochs, k), carried(layout, items, k), liveOrders, [], [], () => source.undoFirstLoad([k])))) {
+          throw new Error(`sale ${saleId} shard ${k}: the load's lock expired before its stock went in place; load again`);
+        }
       } finally {
         await this.unlock(layout, k, token);
       }
@@ -143,7 +151,8 @@ export class StockLoader {
       for (const k of lost) {
         // A load holds a shard for as long as it stages its units: wait for it. Another rebuild is refused.
         while (!(await this.lock(layout, k, token))) {
-          if (!(await this.redis.get(shardKeys(layout.tags[k]).rebuilding))?.startsWith(LOAD)) throw new RebuildUnderWay(`shard ${k}: another rebuild is under way`);
+          const holder = await this.redis.get(shardKeys(layout.tags[k]).rebuilding);
+          if (holder?.startsWith(REBUILD)) throw new RebuildUnderWay(`shard ${k}: another rebuild is under way`);
           await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
         }
         locked.push(k);
@@ -153,9 +162,13 @@ export class StockLoader {
       const isLost = (k: number) => lost.includes(k);
       const elsewhere = (await this.store.reservations(saleId)).filter((o) => !isLost(o.stockShard ?? 0));
       const known = new Set(liveOrders.map((o) => o.orderId));
-      const holders = [...liveOrders, ...elsewhere.filter((o) => !known.has(o.orderId))];
+      // A buyer's live order last, so that it names their entry over an ended order whose release is still to come.
+      const holders = [...elsewhere.filter((o) => !known.has(o.orderId)), ...liveOrders];
+      // Before the lost shards are put in place: a rebuild that dies after them would not run again (every shard
+      // would hold its data), and the entries it had to clear would stay.
+      await this.clearStranded(saleId, layout, lost, new Set(holders.map((o) => o.orderId)));
       for (const k of lost) {
-        const epoch = epochs.get(k) as number;
+        const epoch = epochOf(epochs, k);
         const held = liveOrders.filter((o) => (o.stockShard ?? 0) === k).map((o) => ({ ...o, stockEpoch: epoch }));
         await this.requeue(layout, k, held);
         const homed = holders.filter((o) => homeShard(layout, o.userId) === k);
@@ -163,7 +176,6 @@ export class StockLoader {
           throw new RebuildUnderWay(`shard ${k}: lock lost or shard loaded meanwhile`);
         }
       }
-      await this.clearStranded(saleId, layout, lost, new Set(holders.map((o) => o.orderId)));
     } finally {
       // Only our own lock: one that expired and was taken by another rebuild stays theirs.
       for (const k of locked) await this.unlock(layout, k, token);
@@ -210,6 +222,7 @@ export class StockLoader {
    * call's own, then puts them in place (PUT_IN_PLACE).
    * @param held the live orders whose unit this shard gave, with its new epoch (their reservations)
    * @param homed the orders whose buyer is homed on this shard (their buyers' entries)
+   * @param onStagingFailed run when staging fails, before the error is thrown (nothing went in place)
    * @returns whether they went in place (false: the lock was lost, or the shard loaded meanwhile)
    */
   private async putInPlace(
@@ -220,21 +233,28 @@ export class StockLoader {
     here: readonly ItemQuantity[],
     liveOrders: readonly OrderInput[],
     held: readonly OrderInput[],
-    homed: readonly OrderInput[] = [],
+    homed: readonly OrderInput[],
+    onStagingFailed?: () => Promise<void>,
   ): Promise<boolean> {
     const keys = shardKeys(layout.tags[k]);
     const staged = (key: string) => `${key}:staged:${token}`;
     const pairs: [string, string][] = [];
-    await this.stageHash(staged(keys.buyers), homed.map((o) => [o.userId, o.orderId]));
-    pairs.push([staged(keys.buyers), keys.buyers]);
-    await this.stageHash(staged(keys.reservations), held.map((o) => [o.orderId, reservationValue(o)]));
-    pairs.push([staged(keys.reservations), keys.reservations]);
-    for (const item of here) {
-      const stock = keys.stock(item.itemId);
-      const units = free(layout, item, k, liveOrders);
-      // Not rerun on a lost reply (a push twice would list units twice): a failure fails the load, whose staged keys expire.
-      for (let i = 0; i < units.length; i += PUSH_BATCH) await exec(this.redis.multi().rpush(staged(stock), ...units.slice(i, i + PUSH_BATCH)).pexpire(staged(stock), STAGED_TTL_MS));
-      pairs.push([staged(stock), stock]);
+    try {
+      await this.stageHash(staged(keys.buyers), homed.map((o) => [o.userId, o.orderId]));
+      pairs.push([staged(keys.buyers), keys.buyers]);
+      await this.stageHash(staged(keys.reservations), held.map((o) => [o.orderId, reservationValue(o)]));
+      pairs.push([staged(keys.reservations), keys.reservations]);
+      for (const item of here) {
+        const stock = keys.stock(item.itemId);
+        const units = free(layout, item, k, liveOrders);
+        // Not rerun on a lost reply (a push twice would list units twice): a failure fails the load, whose staged keys expire.
+        for (let i = 0; i < units.length; i += PUSH_BATCH) await exec(this.redis.multi().rpush(staged(stock), ...units.slice(i, i + PUSH_BATCH)).pexpire(staged(stock), STAGED_TTL_MS));
+        pairs.push([staged(stock), stock]);
+      }
+    } catch (err) {
+      // Nothing went in place, so no unit was handed out in this epoch: a first load may be tried again as one.
+      await onStagingFailed?.().catch(() => undefined);
+      throw err;
     }
     const keysOf = [keys.loaded, keys.rebuilding, keys.claims, ...pairs.flat(), ...here.map((item) => keys.returns(item.itemId))];
     const put = await this.redis.eval(PUT_IN_PLACE, keysOf.length, ...keysOf, token, String(epoch), String(Date.now()), String(here.length));
@@ -265,6 +285,13 @@ export class StockLoader {
       }
     }
   }
+}
+
+/** @throws Error when PostgreSQL has no epoch for shard k (a sale without its stock_shards rows) */
+function epochOf(epochs: ReadonlyMap<number, number>, k: number): number {
+  const epoch = epochs.get(k);
+  if (epoch === undefined) throw new Error(`stock shard ${k} has no epoch in PostgreSQL (stock_shards)`);
+  return epoch;
 }
 
 /** @returns the items whose stock shard k carries */

@@ -166,7 +166,7 @@ export async function recentSaleIds(pool: Pool): Promise<number[]> {
   return res.rows.map((r) => r.id);
 }
 
-/** Thrown by loadSale when a rebuild has nothing to restore, would go ahead beside shards that kept their data without force, or runs already. */
+/** Thrown by loadSale when a rebuild has nothing to restore, would go ahead beside shards that kept their data without force, or another rebuild runs. */
 export class RebuildRefused extends Error {}
 
 /** Thrown by loadSale (without rebuild) when a shard lost its data after it was loaded: only a rebuild restores what it held. */
@@ -192,6 +192,9 @@ function stockSource(pool: Pool, saleId: number): StockSource {
       }
       return { epochs, liveOrders: await liveOrders(pool, saleId) };
     },
+    async undoFirstLoad(shards) {
+      await pool.query('UPDATE stock_shards SET epoch = 0 WHERE sale_id = $1 AND shard = ANY($2) AND epoch = 1', [saleId, shards]);
+    },
     async nextEpoch(shards) {
       const epochs = await moved('UPDATE stock_shards SET epoch = epoch + 1 WHERE sale_id = $1 AND shard = ANY($2) RETURNING shard, epoch', shards);
       return { epochs, liveOrders: await liveOrders(pool, saleId) };
@@ -211,7 +214,7 @@ function stockSource(pool: Pool, saleId: number): StockSource {
  * to buy twice). Loads and rebuilds of a shard run one at a time.
  * @returns the loaded sale, or undefined when there is no such sale
  * @throws RebuildRefused when no shard lost its data, or some kept theirs and force is not given, or another
- *   load or rebuild of a shard runs; RebuildNeeded when a load finds a shard that lost its data
+ *   rebuild of a shard runs (a load it waits for); RebuildNeeded when a load finds a shard that lost its data
  */
 export async function loadSale(pool: Pool, store: ReservationStore, saleId: number, rebuild: boolean, force = false): Promise<Sale | undefined> {
   const sale = await findSale(pool, saleId);

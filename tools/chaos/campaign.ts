@@ -66,6 +66,7 @@ export type FaultKind =
   | 'redis-reshard'
   | 'redis-connections-drop'
   | 'redis-shard-loss'
+  | 'shard-loss-workers-stopped'
   | 'temporal-history-kill'
   | 'temporal-frontend-restart';
 
@@ -111,8 +112,23 @@ const SERVER_FAULT_WEIGHTS: [FaultKind, number][] = [
 /** The stack a campaign runs on, which chooses its faults: the single node's, the Redis Cluster's, or the real Temporal server's. */
 export type FaultSet = 'node' | 'cluster' | 'server';
 const FAULT_SETS: Record<FaultSet, [FaultKind, number][]> = { node: FAULT_WEIGHTS, cluster: CLUSTER_FAULT_WEIGHTS, server: SERVER_FAULT_WEIGHTS };
+/**
+ * Both workers SIGKILLed, then one shard's data lost (a one-node sale's only shard) and rebuilt while they are
+ * down, then the workers started again: the orders the starters stored and started meanwhile wait in Temporal,
+ * known to PostgreSQL only. Drawn apart from the weighted bag, on a generator of its own, so that every seed
+ * keeps the plan it had before this fault existed (the CI seeds' and the ones that found violations).
+ */
+const SHARD_LOSS_IDLE: { sets: readonly FaultSet[]; chance: number } = { sets: ['node', 'cluster'], chance: 0.25 };
 /** Every kind a fault set may draw. */
-export const faultKinds = (set: FaultSet): FaultKind[] => FAULT_SETS[set].map(([kind]) => kind);
+export const faultKinds = (set: FaultSet): FaultKind[] => [...FAULT_SETS[set].map(([kind]) => kind), ...(SHARD_LOSS_IDLE.sets.includes(set) ? ['shard-loss-workers-stopped' as const] : [])];
+
+/** @returns the seed's shard-loss-workers-stopped fault, if it draws one (on its own generator) */
+function planShardLossIdle(seed: number, set: FaultSet): PlannedFault[] {
+  if (!SHARD_LOSS_IDLE.sets.includes(set)) return [];
+  // A seed of its own, mixed (Knuth's multiplicative hash): nearby seeds start xoroshiro128+ on nearby states.
+  const rng = new Random(Math.imul(seed ^ 0x5eed, 0x9e3779b1) >>> 0);
+  return rng.chance(SHARD_LOSS_IDLE.chance) ? [{ kind: 'shard-loss-workers-stopped', atMs: rng.int(0, 7000), forMs: rng.int(1000, 5000), target: rng.int(0, 2) }] : [];
+}
 
 /** Stock shards of each item of a run on the cluster: one per master. */
 const CLUSTER_SHARDS = 3;
@@ -375,6 +391,13 @@ async function inject(fault: PlannedFault, fleet: Fleet, clients: Clients, layou
       await loseShard(clients, layout, fault.target % layout.tags.length, seen);
       await sleep(fault.forMs);
       return rebuild(clients, layout.saleId);
+    case 'shard-loss-workers-stopped':
+      await Promise.all(fleet.workers.map((_, i) => killWorker(fleet, i)));
+      await sleep(fault.forMs);
+      await loseShard(clients, layout, fault.target % layout.tags.length, seen);
+      await rebuild(clients, layout.saleId);
+      await Promise.all(fleet.workers.map((_, i) => fleet.startWorker(i)));
+      return;
     case 'kafka-stop':
       return outage('kafka');
     case 'postgres-restart-fast':
@@ -409,6 +432,16 @@ async function inject(fault: PlannedFault, fleet: Fleet, clients: Clients, layou
       fleet.relay.delay(0);
       return;
   }
+}
+
+/** SIGKILLs worker i once any start of it in progress has ended, and waits until it has exited. */
+async function killWorker(fleet: Fleet, i: number): Promise<void> {
+  await fleet.settled(`worker-${i}`);
+  const child = fleet.workers[i];
+  if (child.process.exitCode !== null || child.process.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.process.once('exit', resolve));
+  child.process.kill('SIGKILL');
+  await exited;
 }
 
 /**
@@ -656,7 +689,8 @@ export function planRun(seed: number, set: FaultSet): RunPlan {
   const windowMs = rng.int(3000, 6000);
   const priceMinor = rng.int(500, 5000);
   const quantities = Array.from({ length: rng.int(2, 3) }, () => rng.int(10, 30));
-  return { rng, windowMs, priceMinor, quantities, faults: planFaults(rng, set) };
+  const faults = [...planFaults(rng, set), ...planShardLossIdle(seed, set)].sort((a, b) => a.atMs - b.atMs);
+  return { rng, windowMs, priceMinor, quantities, faults };
 }
 
 /** One run: a sale, its crowd, payments and faults, then the checks. */

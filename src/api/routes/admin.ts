@@ -3,8 +3,8 @@
  * POST /api/admin/sales                      body: SaleInput → 201 sale with item ids, stock loaded; 400
  *                                            INVALID_BODY for a body of the wrong shape, 422 INVALID_SALE for one
  *                                            that breaks a rule between fields (endsAt after startsAt, …)
- * POST /api/admin/sales/{saleId}/stock       loads missing stock → 200, or 409 REBUILD_NEEDED when a shard lost its
- *                                            data while orders are live; ?rebuild=true restores the shards that lost
+ * POST /api/admin/sales/{saleId}/stock       loads stock never loaded → 200, or 409 REBUILD_NEEDED when a shard lost
+ *                                            the data it was loaded with; ?rebuild=true restores the shards that lost
  *                                            their data from PostgreSQL → 200, or 409 REBUILD_REFUSED when none did,
  *                                            or others kept theirs (&force=true overrides); a flag other than
  *                                            true/false → 400 INVALID_QUERY, nothing loaded
