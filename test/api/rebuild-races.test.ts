@@ -1,7 +1,8 @@
 /**
  * A rebuild against what runs beside it (src/reservation/loading.ts, src/sale/sales.ts, src/order/store.ts), on the
  * real Redis and PostgreSQL, without workflows (each test deletes its sale's start queue):
- * - a plain load of a shard that lost its data is refused (REBUILD_NEEDED) while its orders are only in Redis;
+ * - a plain load of a shard that lost its data is refused (REBUILD_NEEDED) while its orders are only in Redis or
+ *   only in Temporal;
  * - a load and a forced rebuild started together leave the shard with its units, each once;
  * - an order a starter read before a rebuild and stores after it is stored REJECTED (STOCK_REBUILT), not live on
  *   a unit the rebuild listed free; one stored while the rebuild moves the epoch on is waited for and counted.
@@ -11,6 +12,7 @@ import { newOrderId } from '../../src/order/id';
 import type { OrderInput } from '../../src/order/types';
 import { saleKeys } from '../../src/reservation/layout';
 import { loadSale, RebuildNeeded } from '../../src/sale/sales';
+import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
 import { connectClients, createTestSale, orderRow, reserveUnit, testConfig, type Clients } from '../helpers';
 
 const config = testConfig();
@@ -31,17 +33,28 @@ async function newSale(quantity: number) {
   return { saleId: sale.saleId, itemId, keys, order, lose, units };
 }
 
-test('a plain load of a shard that lost its data while its orders were only in Redis (no row yet) is refused with REBUILD_NEEDED', async () => {
+test('a plain load of a shard that lost its data while its orders were only in Redis, or only in Temporal, is refused with REBUILD_NEEDED', async () => {
   const { saleId, keys, order, lose, units } = await newSale(5);
   await reserveUnit(clients, order());
+  // Started by hand on a task queue no worker polls, not through the starter: known to Temporal, not PostgreSQL.
+  const inTemporal = await reserveUnit(clients, order());
   await clients.redis.del(keys.startQueue);
-  expect(await clients.pool.query('SELECT 1 FROM orders WHERE sale_id = $1', [saleId])).toMatchObject({ rowCount: 0 });
-  await lose();
-  await expect(loadSale(clients.pool, clients.store, saleId, false)).rejects.toThrow(RebuildNeeded);
-  expect(await clients.redis.exists(keys.loaded)).toBe(0);
-  // The rebuild is the way back: every unit free (the order was known to no store but the lost shard).
-  await loadSale(clients.pool, clients.store, saleId, true);
-  expect(await units()).toEqual([1, 2, 3, 4, 5]);
+  const temporal = await connectTemporal(config);
+  try {
+    await startOrderWorkflow(temporal, `${config.TEMPORAL_TASK_QUEUE}-unpolled`, inTemporal);
+    expect(await clients.pool.query('SELECT 1 FROM orders WHERE sale_id = $1', [saleId])).toMatchObject({ rowCount: 0 });
+    await lose();
+    await expect(loadSale(clients.pool, clients.store, saleId, false)).rejects.toThrow(RebuildNeeded);
+    expect(await clients.redis.exists(keys.loaded)).toBe(0);
+    // The rebuild is the way back: every unit free (no store it reads knew either order)...
+    await loadSale(clients.pool, clients.store, saleId, true);
+    expect(await units()).toEqual([1, 2, 3, 4, 5]);
+    // ...and the order only Temporal knew, stored now, is fenced: its unit went back to the stock.
+    expect(await clients.orders.place(inTemporal)).toEqual({ status: 'REJECTED', reason: 'STOCK_REBUILT' });
+  } finally {
+    await temporal.workflow.getHandle(inTemporal.orderId).terminate('rebuild-races: no worker runs it').catch(() => undefined);
+    await temporal.connection.close();
+  }
 });
 
 test('a load and a forced rebuild started together: the shard ends with its units, each once, and one epoch', async () => {
