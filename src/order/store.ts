@@ -16,7 +16,7 @@
  */
 import type { Pool } from 'pg';
 import { saleOfOrder } from './id';
-import { paymentDeadlineMs, paysPrice, type Order, type OrderInput, type OrderStatus, type Outcome, type PayResult, type Payment } from './types';
+import { compensationFor, paymentDeadlineMs, paysPrice, type Order, type OrderInput, type OrderStatus, type Outcome, type PayResult, type Payment } from './types';
 
 /**
  * Where an accepted order's terms are read while it has no row: its reservation (src/reservation/store.ts,
@@ -25,6 +25,8 @@ import { paymentDeadlineMs, paysPrice, type Order, type OrderInput, type OrderSt
 export interface ReservationTerms {
   /** @returns the order's terms from its reservation in the sale, or undefined when it holds none */
   findReservation(saleId: number, orderId: string): Promise<OrderInput | undefined>;
+  /** @returns whether the buyer's entry (I3) still names the order: a press of theirs is answered 409 naming it */
+  holdsBuyer(saleId: number, userId: string, orderId: string): Promise<boolean>;
 }
 
 /** A payment's outcome; `stored` when this payment also stored the order (its workflow had not yet). */
@@ -207,11 +209,19 @@ export class Orders {
 
   /**
    * @returns the order as readers see it: from PostgreSQL once stored, else from its reservation in Redis
-   *   (PENDING from the 202 until its workflow stores it, I4); undefined when there is no such order
+   *   (PENDING from the 202 until its workflow stores it, I4); undefined when there is no such order. An order
+   *   that ended without a sale (EXPIRED, REJECTED) reads PENDING until its compensation has cleared its buyer's
+   *   entry, so that what the buyer reads agrees with what their next press decides (I3: final, they may buy
+   *   again). With Redis unreachable it reads as PostgreSQL holds it (a press then answers 503 anyway).
    */
   async find(orderId: string): Promise<Order | undefined> {
     const res = await this.pool.query<OrderRow>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1`, [orderId]);
-    if (res.rows[0]) return asOrder(res.rows[0]);
+    if (res.rows[0]) {
+      const order = asOrder(res.rows[0]);
+      if (!compensationFor(order)) return order;
+      const compensating = await this.reservations.holdsBuyer(order.saleId, order.userId, order.orderId).catch(() => false);
+      return compensating ? { ...order, status: 'PENDING', reason: undefined } : order;
+    }
     const held = await this.reserved(orderId);
     if (!held) return undefined;
     const { orderId: id, saleId, itemId, userId, priceMinor } = held;

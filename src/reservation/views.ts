@@ -6,7 +6,7 @@
 import type { OrderInput } from '../order/types';
 import { idempotent, type FlashRedis } from './client';
 import { parseReservation } from './formats';
-import { itemShardCount, LayoutError, shardKeys, type LayoutSource, type SaleLayout } from './layout';
+import { homeShard, itemShardCount, LayoutError, shardKeys, tagOf, type LayoutSource, type SaleLayout } from './layout';
 
 /** Reads of a sale's reservation keys. Methods throw ioredis errors when Redis stays unreachable. */
 export class ReservationView {
@@ -72,6 +72,16 @@ export class ReservationView {
     const values = await Promise.all(layout.tags.map((tag) => idempotent(() => this.redis.hget(shardKeys(tag).reservations, orderId))));
     const k = values.findIndex((v) => v !== null);
     return k < 0 ? undefined : parseReservation(saleId, k, orderId, values[k] as string);
+  }
+
+  /**
+   * @returns whether the buyer's entry on their home shard (I3) still names this order: a press of theirs is
+   *   answered 409 naming it until its release clears the entry (lua/release.lua, with its unit back)
+   */
+  async holdsBuyer(saleId: number, userId: string, orderId: string): Promise<boolean> {
+    const layout = await this.layouts.get(saleId);
+    const keys = shardKeys(tagOf(layout, homeShard(layout, userId)));
+    return (await idempotent(() => this.redis.hget(keys.buyers, userId))) === orderId;
   }
 
   /** @returns every order holding a reservation in the sale (PENDING and PAID), on every shard, read with HSCAN in pages */
