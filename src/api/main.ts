@@ -12,7 +12,7 @@ import { createPool } from '../db';
 import { createLogger, type Logger } from '../logger';
 import { Orders } from '../order/store';
 import { ReservationStore } from '../reservation/store';
-import { createRedis } from '../reservation/client';
+import { autoPipelines, createRedis } from '../reservation/client';
 import { ReplicationBarrier } from '../reservation/replication';
 import { SaleLayouts } from '../reservation/layout';
 import { OrderWorkflows } from '../temporal';
@@ -91,9 +91,9 @@ async function drain(server: Server): Promise<void> {
 export async function startApi(config: Config, log: Logger = createLogger(config.LOG_LEVEL, 'api')): Promise<RunningApi> {
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
   // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects. Auto-pipelining
-  // sends the reservations of one event-loop turn in one write, where each write to an idle Redis costs a
-  // syscall and its wake-up on both sides (docs/performance.md).
-  const redis = createRedis(config, { enableOfflineQueue: false, enableAutoPipelining: true });
+  // (one node only: autoPipelines) sends the reservations of one event-loop turn in one write, where each write
+  // to an idle Redis costs a syscall and its wake-up on both sides (docs/performance.md).
+  const redis = createRedis(config, { enableOfflineQueue: false, enableAutoPipelining: autoPipelines(config) });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   let workflows: OrderWorkflows;
   try {

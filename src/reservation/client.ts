@@ -82,6 +82,18 @@ export function createRedis(config: Config, options: Pick<RedisOptions, 'enableO
   return redis as FlashRedis;
 }
 
+/**
+ * Whether a client of the purchase path auto-pipelines: on one node, yes (it sends the reservations of one
+ * event-loop turn in one write; docs/performance.md); on a cluster, no. ioredis batches auto-pipelined commands
+ * per node and, on a MOVED, re-sends the whole batch as a pipeline, which throws "All keys in the pipeline should
+ * belong to the same slots allocation group" when the batch's keys no longer sit on one node: during a reshard or
+ * a failover, any command that shared a batch failed (redis/ioredis#2075, open). Sent alone, a command follows
+ * MOVED and ASK by itself, and ioredis retries TRYAGAIN (docs/design.md).
+ */
+export function autoPipelines(config: Config): boolean {
+  return redisClusterNodes(config) === undefined;
+}
+
 /** A cluster node's settings: credentials and TLS; the addresses come from the slot map, a cluster has db 0 only. */
 export function nodeConnection(config: Config): Omit<RedisOptions, 'host' | 'port' | 'db'> {
   // eslint-disable-next-line @typescript-eslint/no-unused-vars -- dropped on purpose

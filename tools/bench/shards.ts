@@ -1,10 +1,10 @@
 /**
  * Benchmark of one hot item's reservations across Redis layouts (`npm run bench -- shards`): the same N buyers
- * reserve one unit each through ReservationStore (the API's own path to Redis: scripts, auto-pipelining), at the
- * same concurrency from this process, on
- *   1. the single Redis node (the baseline),
+ * reserve one unit each through ReservationStore (the API's own path to Redis: scripts, auto-pipelining on one
+ * node and not on a cluster, src/reservation/client.ts autoPipelines), at the same concurrency from this process, on
+ *   1. the single Redis node (the baseline), and again without auto-pipelining,
  *   2. the local Redis Cluster with the item in 1 stock shard,
- *   3. the cluster with the item in 3 stock shards, one per master,
+ *   3. the cluster with the item in 3 stock shards, one per master, and again with auto-pipelining,
  * all in one run. For each it prints reservations/s and its ratio to the baseline, each master's share of the
  * script calls (INFO commandstats, evalsha + eval), the CPU µs each Redis node and this process spent per
  * reservation (/proc), and what that CPU predicts with one core per node: the node that spends the most per
@@ -20,7 +20,7 @@ import { loadConfig, type Config } from '../../src/config';
 import { createPool } from '../../src/db';
 import { SaleLayouts, shardKeys } from '../../src/reservation/layout';
 import { ReservationStore } from '../../src/reservation/store';
-import { createRedis } from '../../src/reservation/client';
+import { autoPipelines, createRedis } from '../../src/reservation/client';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { appendResult } from '../shared/benchResults';
 import { clusterNodes, clusterNodesInfo, nodePid } from '../shared/localCluster';
@@ -58,9 +58,10 @@ function scriptCalls(port: number): number {
   return calls;
 }
 
-async function measure(config: Config, layout: string, shards: number, nodes: Node[], baselinePerS?: number): Promise<ShardsFigures> {
+/** @param pipelining whether the client auto-pipelines: the API's choice (autoPipelines) unless a row compares the other */
+async function measure(config: Config, layout: string, shards: number, nodes: Node[], baselinePerS?: number, pipelining = autoPipelines(config)): Promise<ShardsFigures> {
   const pool = createPool(config);
-  const redis = createRedis(config, { enableAutoPipelining: true });
+  const redis = createRedis(config, { enableAutoPipelining: pipelining });
   const store = new ReservationStore(redis, new SaleLayouts(pool));
   try {
     const now = Date.now();
@@ -149,7 +150,14 @@ async function main(): Promise<void> {
 
   console.log(`shards bench: ${ORDERS} reservations of one item per layout, ${CONCURRENCY} in flight, from one client process`);
   const base = await measure(single, 'single node', 1, singleNode);
-  const results = [base, await measure(cluster, 'cluster, 1 shard', 1, masters, base.reservationsPerS), await measure(cluster, 'cluster, 3 shards', 3, masters, base.reservationsPerS)];
+  const results = [
+    base,
+    // The choice of autoPipelines, measured: each layout with the other setting, in the same run.
+    await measure(single, 'single node, no auto-pipelining', 1, singleNode, base.reservationsPerS, false),
+    await measure(cluster, 'cluster, 1 shard', 1, masters, base.reservationsPerS),
+    await measure(cluster, 'cluster, 3 shards', 3, masters, base.reservationsPerS),
+    await measure(cluster, 'cluster, 3 shards, auto-pipelining', 3, masters, base.reservationsPerS, true),
+  ];
   for (const r of results) {
     const shares = Object.entries(r.commandShare)
       .map(([node, share]) => `${node} ${(share * 100).toFixed(1)}%`)
@@ -157,7 +165,7 @@ async function main(): Promise<void> {
     const cpu = Object.entries(r.cpuUsPerReservation)
       .map(([node, us]) => `${node} ${us}`)
       .join(', ');
-    console.log(`  ${r.layout.padEnd(18)} ${String(r.reservationsPerS).padStart(6)} reservations/s  ×${r.ratio.toFixed(2)} of the single node`);
+    console.log(`  ${r.layout.padEnd(36)} ${String(r.reservationsPerS).padStart(6)} reservations/s  ×${r.ratio.toFixed(2)} of the single node`);
     console.log(`    script calls per master: ${shares}`);
     console.log(`    CPU µs per reservation: ${cpu}`);
     console.log(`    one core per node would take ${r.predictedPerS} reservations/s (×${(r.predictedPerS / base.predictedPerS).toFixed(2)} of the single node's prediction)`);

@@ -394,7 +394,8 @@ async function inject(fault: PlannedFault, fleet: Fleet, clients: Clients, layou
     case 'shard-loss-workers-stopped':
       await Promise.all(fleet.workers.map((_, i) => killWorker(fleet, i)));
       await sleep(fault.forMs);
-      await loseShard(clients, layout, fault.target % layout.tags.length, seen);
+      // Redis may be down for another fault of the run (SIGKILLed): the loss waits until it is back.
+      await untilDone(() => loseShard(clients, layout, fault.target % layout.tags.length, seen));
       await rebuild(clients, layout.saleId);
       await Promise.all(fleet.workers.map((_, i) => fleet.startWorker(i)));
       return;
@@ -464,12 +465,16 @@ async function loseShard(clients: Clients, layout: SaleLayout, k: number, seen: 
 }
 
 /** The operator's repair after a shard lost its data: a forced rebuild (only the lost shard is rewritten), retried while Redis or PostgreSQL is down. */
-async function rebuild(clients: Clients, saleId: number): Promise<void> {
+function rebuild(clients: Clients, saleId: number): Promise<void> {
+  return untilDone(() => onStack(() => loadSale(clients.pool, clients.store, saleId, true, true)).then(() => undefined));
+}
+
+/** Runs action again, every second for up to 2 minutes, while it fails (a service it needs is down for another fault). */
+async function untilDone(action: () => Promise<void>): Promise<void> {
   const deadline = Date.now() + 120_000;
   for (;;) {
     try {
-      await onStack(() => loadSale(clients.pool, clients.store, saleId, true, true));
-      return;
+      return await action();
     } catch (err) {
       if (Date.now() > deadline) throw err;
       await sleep(1000);
