@@ -149,6 +149,8 @@ async function main(): Promise<void> {
     .map((n) => ({ name: n.address, port: n.port, pid: nodePid(n.port) }));
 
   console.log(`shards bench: ${ORDERS} reservations of one item per layout, ${CONCURRENCY} in flight, from one client process`);
+  // Not reported: the first layout measured would also pay for this process' warm-up (JIT, connections).
+  await measure(single, 'warm-up', 1, singleNode);
   const base = await measure(single, 'single node', 1, singleNode);
   const results = [
     base,
