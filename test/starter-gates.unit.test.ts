@@ -6,6 +6,7 @@
 import pino from 'pino';
 import { AcceptanceGate, BacklogGate } from '../src/starter/gates';
 import { PACE_WINDOW_MS } from '../src/starter/pacing';
+import { classify } from '../src/starter/starter';
 
 const log = pino({ level: 'silent' });
 
@@ -46,4 +47,14 @@ test('AcceptanceGate: quiet, starts go; at the pace, a busy starter waits a wind
   for (let i = 0; i < 100; i++) gate.accepted();
   expect(await gate.waitMs(false)).toBe(PACE_WINDOW_MS);
   expect(await new AcceptanceGate(0, log).waitMs(true)).toBe(0);
+});
+
+test.each([
+  ['PostgreSQL refusing connections (the store before the start)', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }), 'unavailable'],
+  ['PostgreSQL shutting down', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }), 'unavailable'],
+  ["Temporal's gRPC UNAVAILABLE", Object.assign(new Error('14 UNAVAILABLE: No connection established'), { code: 14 }), 'unavailable'],
+  ["Temporal's RESOURCE_EXHAUSTED", new Error('8 RESOURCE_EXHAUSTED: namespace rate limit exceeded'), 'resource_exhausted'],
+  ['anything else', new Error('something broke'), 'other'],
+])('a start failing with %s is classed %s', (_name, err, cause) => {
+  expect(classify(err)).toBe(cause);
 });

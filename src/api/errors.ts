@@ -94,8 +94,15 @@ const PG_CONNECTION_LOST = /^(Connection terminated|timeout exceeded when trying
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P03']);
 
 /**
+ * A Redis Cluster reconfiguring: no master serves the slot yet (CLUSTERDOWN, during a failover), a key moving
+ * (TRYAGAIN), or ioredis giving up after following redirections; the command did not run.
+ */
+const REDIS_CLUSTER_MOVING = /^(CLUSTERDOWN|TRYAGAIN|Too many Cluster redirections|Failed to refresh slots cache)/;
+
+/**
  * @returns whether err means a dependency is unreachable or overloaded (socket errors, PostgreSQL shutting
- *   down or its connection lost or timing out, ioredis giving up or disconnected, Temporal's gRPC UNAVAILABLE /
+ *   down or its connection lost or timing out, ioredis giving up or disconnected, a Redis Cluster reconfiguring
+ *   (a failover, a slot moving), Temporal's gRPC UNAVAILABLE /
  *   DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED), which deserves a 503 and a retry
  */
 export function isUnavailable(err: unknown): boolean {
@@ -103,6 +110,7 @@ export function isUnavailable(err: unknown): boolean {
   if (typeof e?.code === 'string' && CONNECTION_CODES.has(e.code)) return true;
   // ioredis: a command that got no answer (refused while disconnected, cut off by a dropped connection, timed out).
   if (isOutcomeUnknown(err)) return true;
+  if (err instanceof Error && REDIS_CLUSTER_MOVING.test(err.message)) return true;
   // node-postgres reports a dropped or timed-out connection by message only, without a code.
   if (err instanceof Error && PG_CONNECTION_LOST.test(err.message)) return true;
   return e?.name === 'ServiceError' && /UNAVAILABLE|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED/.test(`${err} ${(err as Error).message}`);
