@@ -12,14 +12,10 @@ import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import calculateSlot from 'cluster-key-slot';
-import { startApi, type RunningApi } from '../../src/api/main';
-import { connectTemporal } from '../../src/temporal';
-import { buildWorkflowBundle } from '../../src/worker/bundle';
-import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { migrateSlot } from '../../tools/shared/localCluster';
-import { buyerToken, connectClients, createTestSale, settledAudit, until, type Clients } from '../helpers';
-import { http, type ApiReply, type Http } from '../openapi';
-import { installTestRuntime } from '../temporalRuntime';
+import { buyerToken, createTestSale, settledAudit, until, type Clients } from '../helpers';
+import type { ApiReply, Http } from '../openapi';
+import { useAppHarness } from '../api/harness';
 import { clusterConfig, clusterNodesInfo, masterOf } from './cluster';
 
 const BUYERS = 2000;
@@ -32,29 +28,12 @@ const WINDOW_MS = 15_000;
 const MOVES = 10;
 
 const config = clusterConfig();
+const app = useAppHarness(config, 'reshard-traffic');
 let clients: Clients;
-let api: RunningApi;
-let worker: RunningWorker;
 let temporal: Client;
 let call: Http;
 let internal: Http;
-
-beforeAll(async () => {
-  installTestRuntime();
-  clients = connectClients(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  api = await startApi(config);
-  temporal = await connectTemporal(config);
-  call = http(api.url);
-  internal = http(api.internalUrl);
-}, 60_000);
-
-afterAll(async () => {
-  await api?.close();
-  await worker?.shutdown();
-  await temporal?.connection.close();
-  await clients?.close();
-});
+beforeAll(() => ({ clients, temporal, call, internal } = app));
 
 /** A manual failover (CLUSTER FAILOVER on the replica): the replica, in sync, becomes the master, nothing lost. */
 async function failover(masterPort: number): Promise<void> {
