@@ -2,7 +2,7 @@
 # `npm run bench [-- NAME...]`: brings the local stack up, builds the services and migrates, then runs the
 # benchmarks in tools/bench/ (all, or the named ones: soldout, accept, drain, kafka, shards, orders, tracing) one
 # after the other on the pinned Node.js (scripts/node-env.sh). Each prints its figures beside a baseline from the same run and
-# appends a line to reports/bench.jsonl (docs/performance.md).
+# appends a line to reports/bench.jsonl (docs/performance.md). BENCH_ACCEPT_CLUSTER=1 runs accept on the local Redis Cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 benches=("$@")
@@ -12,6 +12,7 @@ for bench in "${benches[@]}"; do
   [ -f "tools/bench/$bench.ts" ] || { echo "no benchmark \"$bench\": soldout, accept, drain, kafka, shards, orders or tracing" >&2; exit 2; }
   # The shards bench compares the single node with the local Redis Cluster.
   [ "$bench" != shards ] || stack=(--cluster)
+  [ "$bench" != accept ] || [ "${BENCH_ACCEPT_CLUSTER:-}" != 1 ] || stack=(--cluster)
 done
 # shellcheck source=scripts/node-env.sh
 source scripts/node-env.sh

@@ -15,13 +15,15 @@
  * measured. N presses on a sale not yet open (403, nothing written) warm the API first, and as many the bare
  * server. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
  *
- * Options (environment): BENCH_ACCEPT_ORDERS (3000 per mode), BENCH_ACCEPT_CONCURRENCY (100).
+ * Options (environment): BENCH_ACCEPT_ORDERS (3000 per mode), BENCH_ACCEPT_CONCURRENCY (100), BENCH_ACCEPT_CLUSTER
+ * (1: the API and the baseline on the local Redis Cluster, appendfsync switched on every master).
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSigner } from 'fast-jwt';
+import { Cluster } from 'ioredis';
 import { loadConfig } from '../../src/config';
 import { createPool } from '../../src/db';
 import { CROWD_IP_LIMIT, pressAll, saleGateOf } from '../shared/crowd';
@@ -35,10 +37,12 @@ import { connectTemporal } from '../../src/temporal';
 import { appendResult } from '../shared/benchResults';
 import { MACHINE_PARTS, machineCpu, treesCpuMs, type MachineCpu } from '../shared/procCpu';
 import { shardPlacer } from '../../src/reservation/placement';
+import { clusterNodes } from '../shared/localCluster';
 
 const ORDERS = Number(process.env.BENCH_ACCEPT_ORDERS ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_ACCEPT_CONCURRENCY ?? 100);
 const MODES = ['always', 'everysec'] as const;
+const ON_CLUSTER = process.env.BENCH_ACCEPT_CLUSTER === '1';
 
 export interface AcceptFigures {
   appendfsync: (typeof MODES)[number];
@@ -75,7 +79,7 @@ async function timed<T>(work: () => Promise<T>): Promise<{ ms: number; value: T 
 export async function benchAccept(): Promise<AcceptFigures[]> {
   const taskQueue = `bench-accept-${randomUUID()}`;
   // Gate and rate limits on, as deployed; the crowd's one client IP (loopback) has its limit lifted, not removed.
-  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), INTERNAL_API_PORT: '0', TEMPORAL_TASK_QUEUE: taskQueue, SALE_GATE_REQUIRED: 'true', RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
+  const env = { ...process.env, ...(ON_CLUSTER ? { REDIS_CLUSTER_NODES: clusterNodes(), REDIS_DB: '0' } : {}), LOG_LEVEL: 'info', API_PORT: String(await freePort()), INTERNAL_API_PORT: '0', TEMPORAL_TASK_QUEUE: taskQueue, SALE_GATE_REQUIRED: 'true', RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
   const barePort = await freePort();
   const config = loadConfig(env);
   const pool = createPool(config);
@@ -89,7 +93,10 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
     startChild('worker', 'dist/worker/main.js', env, join(logs, 'worker.log'), 'worker running', { nice: 10 }),
     startChild('bare accept', 'tools/bench/bareAccept.ts', { ...env, API_PORT: String(barePort) }, join(logs, 'bare.log'), 'bare accept listening'),
   ];
-  const [, original] = (await redis.config('GET', 'appendfsync')) as [string, string];
+  // CONFIG is a node's own: on a cluster each master is switched.
+  const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
+  const setAppendfsync = (mode: string) => Promise.all(nodes.map((node) => node.config('SET', 'appendfsync', mode)));
+  const [, original] = (await nodes[0].config('GET', 'appendfsync')) as [string, string];
   const newSale = async () => {
     const now = Date.now();
     const sale = await createSale(pool, {
@@ -121,7 +128,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
     const warmup = Array.from({ length: ORDERS }, (_, i) => ({ buyer: `w${i}`, itemId: later.items[0].itemId, token: sign({ sub: `warmup-${i}-${randomUUID()}` }) }));
     for (const url of [baseUrl, bareUrl]) await pressAll({ baseUrl: url, presses: warmup, concurrency: CONCURRENCY, rate: 0, deadlineMs: Date.now() + 600_000 });
     for (const mode of MODES) {
-      await redis.config('SET', 'appendfsync', mode);
+      await setAppendfsync(mode);
       const base = await newSale();
       let next = 0;
       const redisRun = await timed(() =>
@@ -192,7 +199,7 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
     }
     return figures;
   } finally {
-    await redis.config('SET', 'appendfsync', original).catch(() => undefined);
+    await setAppendfsync(original).catch(() => undefined);
     await Promise.allSettled(children.map((c) => c.stop()));
     await Promise.allSettled([pool.end(), redis.quit(), temporal.connection.close()]);
   }
@@ -201,12 +208,12 @@ export async function benchAccept(): Promise<AcceptFigures[]> {
 if (require.main === module) {
   benchAccept().then(
     (figures) => {
-      console.log(`\naccepting path: ${ORDERS} distinct buyers over HTTP (API with its starter, worker) vs the Redis reservation alone, ${CONCURRENCY} in flight; ceiling: a bare Koa 202 to the same crowd`);
+      console.log(`\naccepting path${ON_CLUSTER ? ' on the local Redis Cluster' : ''}: ${ORDERS} distinct buyers over HTTP (API with its starter, worker) vs the Redis reservation alone, ${CONCURRENCY} in flight; ceiling: a bare Koa 202 to the same crowd`);
       const rates = (f: AcceptFigures) => Object.fromEntries(Object.entries(f).filter(([key]) => key !== 'cpuUsPer202'));
       console.table(Object.fromEntries(figures.map((f) => [`appendfsync ${f.appendfsync}`, rates(f)])));
       console.log('CPU µs per accepted purchase during the HTTP run, by part of the machine (crowd = the bench process):');
       console.table(Object.fromEntries(figures.map((f) => [`appendfsync ${f.appendfsync}`, f.cpuUsPer202])));
-      appendResult('accept', { concurrency: CONCURRENCY, modes: figures });
+      appendResult('accept', { concurrency: CONCURRENCY, cluster: ON_CLUSTER, modes: figures });
     },
     (err) => {
       console.error(err);
