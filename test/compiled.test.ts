@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { stackEnv } from '../scripts/stack-env';
-import { connectTemporal } from '../src/temporal';
+import { connectTemporal } from '../src/workflows/client';
 import { startChild, type Child } from '../tools/shared/processes';
 import { buyerToken, connectClients, createTestSale, freePort, testConfig, until, type Clients } from './helpers';
 

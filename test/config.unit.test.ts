@@ -1,13 +1,13 @@
 /**
  * The configuration: docs/configuration.md's table lists every variable the schema accepts, and no other, with
  * the defaults loadConfig applies; secrets from `<NAME>_FILE`; bad values refused one line each, a secret's
- * value never printed; the connection settings each store's client gets (src/connections.ts).
+ * value never printed; the connection settings each store's client gets (src/infra/connections.ts).
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config';
-import { kafkaConnection, pgConnection, redisConnection, temporalConnection } from '../src/connections';
+import { kafkaConnection, pgConnection, redisConnection, temporalConnection } from '../src/infra/connections';
 
 /** The configuration of a development run: the tests below are about everything but production's own rules. */
 const devConfig = (env: NodeJS.ProcessEnv) => loadConfig({ NODE_ENV: 'development', ...env });

@@ -7,8 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import { auditSale } from '../src/audit';
 import { loadConfig } from '../src/config';
-import { createKafka } from '../src/kafka';
-import { connectTemporal } from '../src/temporal';
+import { createKafka } from '../src/infra/kafka';
+import { connectTemporal } from '../src/workflows/client';
 import { SaleIdKey } from '../src/workflows/definitions';
 import { freePort } from '../tools/shared/processes';
 import { runDemo, DEFAULT_DEMO } from '../tools/demo/run';
@@ -101,7 +101,7 @@ test('2,000 buyers, 200 units, 10 s payment window: every unit ends PAID, nothin
   const userTemporal = await connectTemporal(userConfig);
   try {
     const report = await auditSale(
-      { pool: user.pool, redis: user.redis, store: user.store, temporal: userTemporal, kafka: createKafka(userConfig, `test-audit-${randomUUID()}`), topic: userConfig.KAFKA_TOPIC },
+      { pool: user.pool, store: user.store, temporal: userTemporal, kafka: createKafka(userConfig, `test-audit-${randomUUID()}`), topic: userConfig.KAFKA_TOPIC },
       result.saleId,
     );
     expect(report.checks.filter((c) => !c.ok).map((c) => `${c.invariant} ${c.name}: ${JSON.stringify(c.figures)}`)).toEqual([]);

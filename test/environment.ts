@@ -15,7 +15,7 @@ import { Client as PgClient } from 'pg';
 import { ensureTopic } from '../scripts/kafka-topics';
 import { stackEnv } from '../scripts/stack-env';
 import { loadConfig, type Config } from '../src/config';
-import { pgConnection, temporalConnection } from '../src/connections';
+import { pgConnection, temporalConnection } from '../src/infra/connections';
 import { eventually } from './helpers';
 
 /** The names the suites use in place of the user's (scripts/stack.env's defaults). */

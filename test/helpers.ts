@@ -9,9 +9,9 @@ import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { auditSale } from '../src/audit';
 import { loadConfig, type Config } from '../src/config';
-import { createPool } from '../src/db';
+import { createPool } from '../src/infra/db';
 import type { Order, OrderInput, OrderStatus } from '../src/order/types';
-import { createKafka } from '../src/kafka';
+import { createKafka } from '../src/infra/kafka';
 import { Orders } from '../src/order/store';
 import { ReservationStore } from '../src/reservation/store';
 import { createRedis, type FlashRedis } from '../src/reservation/client';
@@ -210,7 +210,7 @@ export async function settledAudit(
     timeoutMs,
   );
   const kafka = createKafka(config, `test-audit-${randomUUID()}`);
-  const report = await auditSale({ pool: clients.pool, redis: clients.redis, store: clients.store, temporal, kafka, topic: config.KAFKA_TOPIC }, saleId, accepted);
+  const report = await auditSale({ pool: clients.pool, store: clients.store, temporal, kafka, topic: config.KAFKA_TOPIC }, saleId, accepted);
   return report.checks.filter((c) => !c.ok).map((c) => `${c.invariant} ${c.name}: ${JSON.stringify(c.figures)} e.g. ${c.examples?.join(', ')}`);
 }
 

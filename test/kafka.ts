@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel, type Admin, type Consumer } from 'kafkajs';
 import type { Config } from '../src/config';
-import { kafkaConnection } from '../src/connections';
+import { kafkaConnection } from '../src/infra/connections';
 import type { OrderEvent } from '../src/order/events';
 
 export interface CollectOptions {

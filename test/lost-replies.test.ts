@@ -7,7 +7,7 @@
  * Before the fix, reserve.lua and claim.lua answered a second run with the buyer's own order (409), and a take
  * (reserve.lua without the buyer check) took a second unit and queued a second start.
  */
-import { newOrderId } from '../src/order/id';
+import { newOrderId } from '../src/order/orderId';
 import type { OrderInput } from '../src/order/types';
 import { createRedis, isOutcomeUnknown } from '../src/reservation/client';
 import { repairClaims } from '../src/reservation/claims';

@@ -13,7 +13,7 @@ import { startApi, type RunningApi } from '../src/api/main';
 import type { Config } from '../src/config';
 import { homeShard, shardKeys, type SaleLayout } from '../src/reservation/layout';
 import type { Sale } from '../src/sale/sales';
-import { connectTemporal } from '../src/temporal';
+import { connectTemporal } from '../src/workflows/client';
 import { buildWorkflowBundle } from '../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../src/worker/main';
 import { buyerToken, connectClients, createTestSale, orderResult, settledAudit, until, type Clients } from './helpers';

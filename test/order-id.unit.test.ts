@@ -1,8 +1,8 @@
-/** Order ids that carry their sale (src/order/id.ts): well-formed RFC 9562 version 8 UUIDs, read back exactly. */
+/** Order ids that carry their sale (src/order/orderId.ts): well-formed RFC 9562 version 8 UUIDs, read back exactly. */
 import { randomUUID } from 'node:crypto';
-import { MAX_INT4 } from '../src/ids';
+import { MAX_INT4 } from '../src/order/ids';
 import { isOrderId } from '../src/order/types';
-import { newOrderId, saleOfOrder } from '../src/order/id';
+import { newOrderId, saleOfOrder } from '../src/order/orderId';
 
 test.each([1, 42, 65_536, MAX_INT4])('sale %d: the id is a version 8 UUID our parser accepts, and names its sale', (saleId) => {
   const ids = new Set(Array.from({ length: 1000 }, () => newOrderId(saleId)));

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { promisify } from 'node:util';
 import Redis from 'ioredis';
-import { createLogger } from '../src/logger';
+import { createLogger } from '../src/infra/logger';
 import { createRedis } from '../src/reservation/client';
 import { testConfig } from './helpers';
 import { startRedisServer, type RedisServer } from './redisServer';

@@ -1,10 +1,10 @@
 /**
- * How a process judges a store it cannot reach at start (src/startup.ts): a misconfiguration, which no retry
+ * How a process judges a store it cannot reach at start (src/infra/startup.ts): a misconfiguration, which no retry
  * mends, fails the start naming the store; an outage lets it start (its clients reconnect). Pure logic: the
  * errors are shaped as the drivers raise them (node-pg, ioredis, kafkajs, Node's TLS); test/secure.test.ts
  * meets the real ones.
  */
-import { causeOf, checkAtStart, DependencyError, isMisconfiguration } from '../src/startup';
+import { causeOf, checkAtStart, DependencyError, isMisconfiguration } from '../src/infra/startup';
 
 const shaped = (message: string, fields: Record<string, unknown> = {}) => Object.assign(new Error(message), fields);
 

@@ -10,9 +10,9 @@ import { spawnSync } from 'node:child_process';
 import { createVerifier } from 'fast-jwt';
 import { buyerAuthenticator } from '../src/api/auth';
 import { MAX_EXPIRES_IN_S, tokenCommand } from '../src/cli/token';
-import { signBuyerToken } from '../src/devTokens';
+import { signBuyerToken } from '../src/api/devTokens';
 import { loadConfig } from '../src/config';
-import { createLogger } from '../src/logger';
+import { createLogger } from '../src/infra/logger';
 
 const log = createLogger('silent', 'test');
 /** NODE_ENV defaults to production, whose checks (the stores' development password) are not this suite's subject. */

@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from '@temporalio/worker';
-import { connectTemporal } from '../src/temporal';
+import { connectTemporal } from '../src/workflows/client';
 import type { SpanLine } from '../src/tracing';
 import { readSpanFiles } from '../src/tracing/timeline';
 import { saleGateOf } from '../tools/shared/crowd';

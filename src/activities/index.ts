@@ -8,7 +8,7 @@
  * outcomes and fail non-retryably; connection errors are retried.
  */
 import { ApplicationFailure } from '@temporalio/activity';
-import { isConstraintViolation } from '../db';
+import { isConstraintViolation } from '../infra/db';
 import { orderEvent, type OrderEvent } from '../order/events';
 import type { EventPublisher } from '../order/publisher';
 import type { Orders } from '../order/store';

@@ -12,8 +12,8 @@ import buildGetJwks from 'get-jwks';
 import { LRUCache } from 'lru-cache';
 import type { Context, Next } from 'koa';
 import type { Config } from '../config';
-import type { Logger } from '../logger';
-import { BUYER_ID } from '../ids';
+import type { Logger } from '../infra/logger';
+import { BUYER_ID } from '../order/ids';
 import { reply } from './errors';
 
 export interface BuyerState {

@@ -4,14 +4,14 @@
  */
 import type { Pool } from 'pg';
 import type { Config } from '../config';
-import type { Logger } from '../logger';
+import type { Logger } from '../infra/logger';
 import type { Orders } from '../order/store';
 import type { ReservationStore } from '../reservation/store';
 import type { FlashRedis } from '../reservation/client';
 import type { Starter } from '../starter/starter';
 import type { Catalog } from './catalog';
 import type { Metrics } from './metrics';
-import type { OrderWorkflows } from '../temporal';
+import type { OrderWorkflows } from '../workflows/client';
 import type { SoldOutFlags } from './soldOut';
 import type { DependencyStatus } from './routes/ops';
 

@@ -5,13 +5,13 @@
 import { parseArgs } from 'node:util';
 import { auditSale, formatAudit, type AuditReport } from '../audit';
 import { loadConfig } from '../config';
-import { createPool } from '../db';
-import { parseId } from '../ids';
-import { createKafka } from '../kafka';
+import { createPool } from '../infra/db';
+import { parseId } from '../order/ids';
+import { createKafka } from '../infra/kafka';
 import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';
-import { connectTemporal } from '../temporal';
+import { connectTemporal } from '../workflows/client';
 
 async function main(): Promise<AuditReport> {
   const { values } = parseArgs({ options: { sale: { type: 'string' }, json: { type: 'boolean', default: false } } });
@@ -28,7 +28,7 @@ async function main(): Promise<AuditReport> {
     saleId ??= (await pool.query<{ id: number }>('SELECT max(id) AS id FROM sale_events')).rows[0]?.id ?? undefined;
     if (!saleId) throw new Error('no sale to audit');
     const report = await auditSale(
-      { pool, redis, store: new ReservationStore(redis, new SaleLayouts(pool)), temporal, kafka: createKafka(config, 'flash-sale-audit'), topic: config.KAFKA_TOPIC },
+      { pool, store: new ReservationStore(redis, new SaleLayouts(pool)), temporal, kafka: createKafka(config, 'flash-sale-audit'), topic: config.KAFKA_TOPIC },
       saleId,
     );
     console.log(values.json ? JSON.stringify(report, null, 2) : formatAudit(report));

@@ -10,8 +10,8 @@
  */
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config';
-import { createPool } from '../db';
-import { parseId } from '../ids';
+import { createPool } from '../infra/db';
+import { parseId } from '../order/ids';
 import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';

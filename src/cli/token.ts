@@ -7,7 +7,7 @@
  */
 import { parseArgs } from 'node:util';
 import { devTokensServed, loadConfig } from '../config';
-import { signBuyerToken } from '../devTokens';
+import { signBuyerToken } from '../api/devTokens';
 
 /** The longest lifetime the command signs (s): a day, the API's default JWT_MAX_AGE_S. */
 export const MAX_EXPIRES_IN_S = 86_400;

@@ -11,12 +11,12 @@ import { SpanKind, type Attributes, type Link } from '@opentelemetry/api';
 import type { Batch, Consumer, EachBatchPayload, KafkaMessage } from 'kafkajs';
 import type { Pool } from 'pg';
 import { loadConfig, type Config } from '../config';
-import { createPool } from '../db';
-import { MAX_INT4 } from '../ids';
+import { createPool } from '../infra/db';
+import { MAX_INT4 } from '../order/ids';
 import type { OrderEvent } from '../order/events';
 import { isOrderId } from '../order/types';
-import { createKafka } from '../kafka';
-import { createLogger, type Logger } from '../logger';
+import { createKafka } from '../infra/kafka';
+import { createLogger, type Logger } from '../infra/logger';
 import { inSpan, linkTo, startTracing } from '../tracing';
 
 /** Consumer group of the ledger; a second ledger process in the same group shares the partitions. */

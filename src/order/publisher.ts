@@ -5,7 +5,7 @@
  */
 import { context, propagation, SpanKind, SpanStatusCode, trace as otelTrace } from '@opentelemetry/api';
 import { Partitioners, type Kafka, type Producer } from 'kafkajs';
-import { UNTIL_ANSWERED } from '../kafka';
+import { UNTIL_ANSWERED } from '../infra/kafka';
 import { ATTR, tracer } from '../tracing';
 import type { OrderEvent } from './events';
 

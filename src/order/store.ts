@@ -15,7 +15,7 @@
  * errors. PostgreSQL decides payment against deadline (docs/design.md): `windowOpen` is that rule.
  */
 import type { Pool } from 'pg';
-import { saleOfOrder } from './id';
+import { saleOfOrder } from './orderId';
 import { compensationFor, paymentDeadlineMs, paysPrice, type Order, type OrderInput, type OrderStatus, type Outcome, type PayResult, type Payment } from './types';
 
 /**

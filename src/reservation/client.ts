@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Config } from '../config';
-import { redisClusterNodes, redisConnection } from '../connections';
+import { redisClusterNodes, redisConnection } from '../infra/connections';
 
 const LUA_DIR = join(__dirname, '..', '..', 'lua');
 

@@ -10,7 +10,7 @@ import type { OrderInput } from '../order/types';
 
 /**
  * The terms of a reservation, as the reserving scripts are given them: `itemId|userId|reservedAtMs|priceMinor|
- * paymentWindowMs` (a buyer id holds no `|`: src/ids.ts). The script appends `|unit|epoch` (the unit it took, its
+ * paymentWindowMs` (a buyer id holds no `|`: src/order/ids.ts). The script appends `|unit|epoch` (the unit it took, its
  * shard's epoch): a reservation value.
  */
 export function reservationTerms(o: OrderInput): string {

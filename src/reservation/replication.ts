@@ -12,7 +12,7 @@
 import Redis, { Cluster } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import type { Config } from '../config';
-import { redisConnection } from '../connections';
+import { redisConnection } from '../infra/connections';
 import { COMMAND_TIMEOUT_MS, nodeConnection } from './client';
 
 /** How many replicas must hold a write, and how long to wait for them (ms). */

@@ -4,7 +4,7 @@
  */
 import type { Pool } from 'pg';
 import { z } from 'zod';
-import { inTransaction } from '../db';
+import { inTransaction } from '../infra/db';
 import { liveOrders } from '../order/store';
 import { MAX_SHARDS } from '../reservation/layout';
 

@@ -4,7 +4,7 @@
  * an order that does not exist, and strands most during a stampede, when the starts wait. Each starter process
  * runs one; the repairs are idempotent, so several at once do no harm.
  */
-import type { Logger } from '../logger';
+import type { Logger } from '../infra/logger';
 
 export interface ClaimSweepDeps {
   /** Settles or undoes the sale's purchase claims older than olderThanMs; @returns how many of each */

@@ -5,7 +5,7 @@
  * - BacklogGate: no more starts than the workers take (Temporal's task queue backlog).
  * - AcceptanceGate: no starts while this process accepts a stampede (AcceptancePace, src/starter/pacing.ts).
  */
-import type { Logger } from '../logger';
+import type { Logger } from '../infra/logger';
 import { AcceptancePace, PACE_WINDOW_MS } from './pacing';
 
 export interface StartGate {

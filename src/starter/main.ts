@@ -6,13 +6,13 @@
  */
 import { once } from 'node:events';
 import { loadConfig } from '../config';
-import { createPool } from '../db';
-import { createLogger } from '../logger';
+import { createPool } from '../infra/db';
+import { createLogger } from '../infra/logger';
 import { SaleLayouts } from '../reservation/layout';
 import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
-import { OrderWorkflows } from '../temporal';
-import { causeOf, checkAtStart, reach, reachTemporal } from '../startup';
+import { OrderWorkflows } from '../workflows/client';
+import { causeOf, checkAtStart, reach, reachTemporal } from '../infra/startup';
 import { startTracing } from '../tracing';
 import { starterMetricsOf } from './metrics';
 import { createStarter } from './starter';

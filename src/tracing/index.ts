@@ -15,7 +15,7 @@ import { Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import type { Config } from '../config';
-import type { Logger } from '../logger';
+import type { Logger } from '../infra/logger';
 
 /** The tracer of our own spans (the API's, the starter's, the publisher's); a no-op until startTracing installs one. */
 export const tracer = trace.getTracer('flash-sale');

@@ -10,20 +10,20 @@ import { NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata, typ
 import type { WorkflowInfo } from '@temporalio/workflow';
 import { createActivities } from '../activities';
 import { loadConfig, type Config } from '../config';
-import { temporalConnection } from '../connections';
-import { createPool } from '../db';
-import { checkKafka, createKafka, UNTIL_ANSWERED } from '../kafka';
+import { temporalConnection } from '../infra/connections';
+import { createPool } from '../infra/db';
+import { checkKafka, createKafka, UNTIL_ANSWERED } from '../infra/kafka';
 import { EventPublisher } from '../order/publisher';
 import { Orders } from '../order/store';
-import { createLogger, type Logger } from '../logger';
+import { createLogger, type Logger } from '../infra/logger';
 import { workflowBundle, type BundleOption } from './bundle';
 import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';
-import { causeOf, checkAtStart, reachTemporal } from '../startup';
+import { causeOf, checkAtStart, reachTemporal } from '../infra/startup';
 import { starterMetricsOf } from '../starter/metrics';
 import { createStarter } from '../starter/starter';
-import { OrderWorkflows } from '../temporal';
+import { OrderWorkflows } from '../workflows/client';
 import { startTracing, type Tracing } from '../tracing';
 
 /** A worker and the clients it owns; `shutdown` stops polling, waits for in-flight tasks, then closes them. */

@@ -9,7 +9,7 @@
 import { createSigner, createVerifier, TokenError } from 'fast-jwt';
 import { buyerAuthenticator, hasBearerJwt, rememberingAuthenticator, VERIFIED_TOKEN_TTL_MS, type Authentication } from '../../src/api/auth';
 import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/logger';
+import { createLogger } from '../../src/infra/logger';
 
 const KEY = 'k'.repeat(40);
 const T0 = Date.UTC(2030, 0, 1);

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import type { Pool } from 'pg';
 import { startApi, type RunningApi } from '../../src/api/main';
-import * as db from '../../src/db';
+import * as db from '../../src/infra/db';
 import { latencySummary } from '../../tools/demo/stats';
 import { bounded, buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
 

@@ -7,7 +7,7 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { startApi, type RunningApi } from '../../src/api/main';
 import type { Config } from '../../src/config';
-import { connectTemporal } from '../../src/temporal';
+import { connectTemporal } from '../../src/workflows/client';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { connectClients, type Clients } from '../helpers';

@@ -14,7 +14,7 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { buyerAuthenticator, type Authentication } from '../../src/api/auth';
 import { startApi } from '../../src/api/main';
 import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/logger';
+import { createLogger } from '../../src/infra/logger';
 import { testConfig } from '../helpers';
 import { http } from '../openapi';
 

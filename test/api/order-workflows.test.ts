@@ -1,12 +1,12 @@
 /**
- * The Temporal client's order calls (src/temporal.ts OrderWorkflows) against the real dev server: outcomes,
+ * The Temporal client's order calls (src/workflows/client.ts OrderWorkflows) against the real dev server: outcomes,
  * and errors lifted so that the API answers 503 when Temporal or its namespace is away.
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { isUnavailable } from '../../src/api/errors';
 import type { OrderInput } from '../../src/order/types';
-import { connectTemporal, OrderWorkflows } from '../../src/temporal';
+import { connectTemporal, OrderWorkflows } from '../../src/workflows/client';
 import { ItemIdKey, OrderStatusKey, SaleIdKey, UserIdKey } from '../../src/workflows/definitions';
 import { openRelay } from '../../tools/chaos/relay';
 import { testConfig, until } from '../helpers';

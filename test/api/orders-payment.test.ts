@@ -10,7 +10,7 @@ import { Writable } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import pino from 'pino';
 import { startApi } from '../../src/api/main';
-import { newOrderId } from '../../src/order/id';
+import { newOrderId } from '../../src/order/orderId';
 import type { Sale } from '../../src/sale/sales';
 import { buyerToken, type Clients, createTestSale, eventually, orderResult, orderRow, testConfig } from '../helpers';
 import { http, type Http } from '../openapi';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservation/layout';
-import { connectTemporal } from '../../src/temporal';
+import { connectTemporal } from '../../src/workflows/client';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { bounded, buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';

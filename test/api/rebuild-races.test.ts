@@ -8,11 +8,11 @@
  *   a unit the rebuild listed free; one stored while the rebuild moves the epoch on is waited for and counted.
  */
 import { randomUUID } from 'node:crypto';
-import { newOrderId } from '../../src/order/id';
+import { newOrderId } from '../../src/order/orderId';
 import type { OrderInput } from '../../src/order/types';
 import { saleKeys } from '../../src/reservation/layout';
 import { loadSale, RebuildNeeded } from '../../src/sale/sales';
-import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
+import { connectTemporal, startOrderWorkflow } from '../../src/workflows/client';
 import { connectClients, createTestSale, orderRow, reserveUnit, testConfig, type Clients } from '../helpers';
 
 const config = testConfig();

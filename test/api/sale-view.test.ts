@@ -147,7 +147,7 @@ test('development Pay: the buyer pays their own order its price (paymentId dev-O
 test.each<[string, Record<string, string>, { production?: true }]>([
   // The local stack's PostgreSQL has the development password, which a production configuration refuses: this
   // one is validated as a test's, then said to be production, which is what the routes read (what production
-  // refuses: productionIssues in src/config.ts).
+  // refuses: productionIssues in src/config/).
   ['in production', { JWT_SECRET: randomUUID(), ADMIN_TOKEN: randomUUID(), PAYMENT_SERVICE_TOKEN: randomUUID(), SALE_GATE_SECRET: randomUUID() }, { production: true }],
   ['with a real JWT_SECRET, whatever NODE_ENV says', { NODE_ENV: 'development', JWT_SECRET: `real-${randomUUID()}` }, {}],
   ['with RS256', { JWT_ALGORITHM: 'RS256', JWT_PUBLIC_KEY: generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString() }, {}],

@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../src/api/main';
-import { connectTemporal } from '../../src/temporal';
+import { connectTemporal } from '../../src/workflows/client';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { buyerToken, connectClients, createTestSale, until, type Clients } from '../helpers';

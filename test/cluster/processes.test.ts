@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { shardKeys } from '../../src/reservation/layout';
-import { connectTemporal } from '../../src/temporal';
+import { connectTemporal } from '../../src/workflows/client';
 import { startChild, type Child } from '../../tools/shared/processes';
 import { bounded, buyerToken, connectClients, createTestSale, freePort, until, type Clients } from '../helpers';
 import { http, type ApiReply } from '../openapi';

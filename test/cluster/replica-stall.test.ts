@@ -7,7 +7,7 @@
  * migration) counts the replicas of the node that ran the script, not of the node the slot map names.
  */
 import calculateSlot from 'cluster-key-slot';
-import { newOrderId } from '../../src/order/id';
+import { newOrderId } from '../../src/order/orderId';
 import type { OrderInput } from '../../src/order/types';
 import { ReplicationBarrier } from '../../src/reservation/replication';
 import { ReservationStore } from '../../src/reservation/store';

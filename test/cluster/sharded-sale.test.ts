@@ -12,7 +12,7 @@ import { homeShard, shardKeys, shardQuantity, shardUnits, type SaleLayout } from
 import { repairClaims } from '../../src/reservation/claims';
 import { claimMember, entryFields, parseReservation, reservationTerms } from '../../src/reservation/formats';
 import { loadSale } from '../../src/sale/sales';
-import { connectTemporal } from '../../src/temporal';
+import { connectTemporal } from '../../src/workflows/client';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
 import { bounded, buyerToken, connectClients, createTestSale, eventually, settledAudit, type Clients } from '../helpers';

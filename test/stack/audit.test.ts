@@ -1,5 +1,5 @@
 /**
- * The audit's I1 and I2 checks read the unit slots (src/audit.ts): a sale whose live orders each hold their own
+ * The audit's I1 and I2 checks read the unit slots (src/audit/): a sale whose live orders each hold their own
  * unit, and whose Redis free units are the rest, passes both; a row PostgreSQL would refuse (written with its
  * check dropped for the test) fails I1, a unit both free in Redis and held by a live order fails I2, and two
  * reservations naming each other's unit fail the check of each order against its own reservation.
@@ -7,12 +7,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { auditSale, type Check } from '../../src/audit';
-import { createKafka } from '../../src/kafka';
-import { newOrderId } from '../../src/order/id';
+import { createKafka } from '../../src/infra/kafka';
+import { newOrderId } from '../../src/order/orderId';
 import type { OrderInput } from '../../src/order/types';
 import { reservationValue } from '../../src/reservation/formats';
 import { saleKeys } from '../../src/reservation/layout';
-import { connectTemporal } from '../../src/temporal';
+import { connectTemporal } from '../../src/workflows/client';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
 
 const config = testConfig();
@@ -34,7 +34,7 @@ afterAll(async () => {
  */
 async function unitChecks(saleId: number): Promise<{ I1: boolean; I2: boolean; held: boolean; examples: string[] }> {
   const kafka = createKafka(config, `test-audit-${randomUUID()}`);
-  const report = await auditSale({ pool: clients.pool, redis: clients.redis, store: clients.store, temporal, kafka, topic: config.KAFKA_TOPIC }, saleId);
+  const report = await auditSale({ pool: clients.pool, store: clients.store, temporal, kafka, topic: config.KAFKA_TOPIC }, saleId);
   const check = (invariant: string) => report.checks.find((c) => c.invariant === invariant) as Check;
   const examples = ['I1', 'I1, I2', 'I2, I4'].flatMap((invariant) => check(invariant).examples ?? []);
   return { I1: check('I1').ok, I2: check('I1, I2').ok, held: check('I2, I4').ok, examples };

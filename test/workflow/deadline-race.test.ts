@@ -8,8 +8,8 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { auditSale } from '../../src/audit';
 import type { OrderInput } from '../../src/order/types';
-import { createKafka } from '../../src/kafka';
-import { startOrderWorkflow } from '../../src/temporal';
+import { createKafka } from '../../src/infra/kafka';
+import { startOrderWorkflow } from '../../src/workflows/client';
 import { paidSignal } from '../../src/workflows/definitions';
 import { type Clients, createTestSale, orderRow, reserveUnit, testConfig, until } from '../helpers';
 import { uniqueEvents, type EventTap } from '../kafka';
@@ -51,7 +51,7 @@ async function settle(saleId: number, orders: OrderInput[]) {
   // Visibility (which the audit lists) catches up with completions a moment later.
   await until('visibility to list no running workflow of the sale', async () => (await temporal.workflow.count(`SaleId = ${saleId} AND ExecutionStatus = "Running"`)).count === 0, 10_000);
   const audit = await auditSale(
-    { pool: clients.pool, redis: clients.redis, store: clients.store, temporal, kafka: createKafka(config, 'race-audit'), topic: config.KAFKA_TOPIC },
+    { pool: clients.pool, store: clients.store, temporal, kafka: createKafka(config, 'race-audit'), topic: config.KAFKA_TOPIC },
     saleId,
   );
   return { results, audit };

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { Kafka, ProducerConfig } from 'kafkajs';
 import { readSaleEvents } from '../../src/audit';
 import { orderEvent, type OrderEvent } from '../../src/order/events';
-import { createKafka } from '../../src/kafka';
+import { createKafka } from '../../src/infra/kafka';
 import { EventPublisher } from '../../src/order/publisher';
 import { testConfig, until } from '../helpers';
 import { openEventTap, type EventTap } from '../kafka';

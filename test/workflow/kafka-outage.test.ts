@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { OrderInput } from '../../src/order/types';
-import { startOrderWorkflow } from '../../src/temporal';
+import { startOrderWorkflow } from '../../src/workflows/client';
 import { paidSignal } from '../../src/workflows/definitions';
 import { createTestSale, reserveUnit, settledAudit, testConfig } from '../helpers';
 import { useWorkflowHarness } from './harness';

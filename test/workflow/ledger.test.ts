@@ -14,7 +14,7 @@ import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import type { Admin } from 'kafkajs';
 import { startLedger, type RunningLedger } from '../../src/consumers/ledger';
 import { orderEvent, type OrderEvent } from '../../src/order/events';
-import { createKafka } from '../../src/kafka';
+import { createKafka } from '../../src/infra/kafka';
 import { EventPublisher } from '../../src/order/publisher';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
 

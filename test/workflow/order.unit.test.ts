@@ -14,7 +14,7 @@ import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourc
 import type { Activities, Settled } from '../../src/activities';
 import type { OrderEvent } from '../../src/order/events';
 import type { Order, OrderInput, PayResult, Payment } from '../../src/order/types';
-import { startOrderWorkflow } from '../../src/temporal';
+import { startOrderWorkflow } from '../../src/workflows/client';
 import { payUpdate } from '../../src/workflows/definitions';
 import { timeSkippingEnvironment } from '../temporalRuntime';
 

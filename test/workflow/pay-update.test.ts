@@ -19,7 +19,7 @@ import type { PoolClient } from 'pg';
 import type { RunningApi } from '../../src/api/main';
 import type { OrderInput, Order, Payment } from '../../src/order/types';
 import { saleKeys } from '../../src/reservation/layout';
-import { startOrderWorkflow } from '../../src/temporal';
+import { startOrderWorkflow } from '../../src/workflows/client';
 import { OrderStatusKey, paidSignal, payUpdate } from '../../src/workflows/definitions';
 import { type Clients, createTestSale, orderRow, testConfig, until } from '../helpers';
 import { countByType, uniqueEvents, type EventTap } from '../kafka';

@@ -11,10 +11,10 @@
 import { randomUUID } from 'node:crypto';
 import type { WorkflowExecutionInfo } from '@temporalio/client';
 import { startApi } from '../../src/api/main';
-import { newOrderId } from '../../src/order/id';
+import { newOrderId } from '../../src/order/orderId';
 import type { OrderInput } from '../../src/order/types';
 import type { Sale } from '../../src/sale/sales';
-import { startOrderWorkflow } from '../../src/temporal';
+import { startOrderWorkflow } from '../../src/workflows/client';
 import { payUpdate } from '../../src/workflows/definitions';
 import { stackEnv } from '../../scripts/stack-env';
 import { prepareEnvironment } from '../environment';

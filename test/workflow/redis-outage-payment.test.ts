@@ -8,9 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { OrderInput } from '../../src/order/types';
-import { startOrderWorkflow } from '../../src/temporal';
+import { startOrderWorkflow } from '../../src/workflows/client';
 import { paidSignal, payUpdate } from '../../src/workflows/definitions';
-import { newOrderId } from '../../src/order/id';
+import { newOrderId } from '../../src/order/orderId';
 import { type Clients, createTestSale, orderRow, reserveUnit, testConfig, until } from '../helpers';
 import { startRedisServer, type RedisServer } from '../redisServer';
 import { useWorkflowHarness } from './harness';

@@ -14,7 +14,7 @@ import { temporal as proto } from '@temporalio/proto';
 import type { OrderInput, Order } from '../../src/order/types';
 import { parseReservation } from '../../src/reservation/formats';
 import { saleKeys } from '../../src/reservation/layout';
-import { connectTemporal, startOrderWorkflow } from '../../src/temporal';
+import { connectTemporal, startOrderWorkflow } from '../../src/workflows/client';
 import { paidSignal } from '../../src/workflows/definitions';
 import { connectClients, createTestSale, testConfig, until, type Clients } from '../helpers';
 import { openEventTap, uniqueEvents, type EventTap } from '../kafka';

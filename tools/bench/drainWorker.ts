@@ -7,8 +7,8 @@
  */
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
 import { loadConfig } from '../../src/config';
-import { temporalConnection } from '../../src/connections';
-import { createLogger } from '../../src/logger';
+import { temporalConnection } from '../../src/infra/connections';
+import { createLogger } from '../../src/infra/logger';
 import { installWorkerRuntime, startWorker } from '../../src/worker/main';
 
 async function main(): Promise<void> {

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { appendResult } from '../shared/benchResults';
 import { loadConfig } from '../../src/config';
 import { orderEvent } from '../../src/order/events';
-import { createKafka } from '../../src/kafka';
+import { createKafka } from '../../src/infra/kafka';
 import { EventPublisher } from '../../src/order/publisher';
 
 export interface KafkaFigures {

@@ -23,9 +23,9 @@
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
 import { loadConfig } from '../../src/config';
-import { pgConnection } from '../../src/connections';
-import { createPool, inTransaction } from '../../src/db';
-import { newOrderId } from '../../src/order/id';
+import { pgConnection } from '../../src/infra/connections';
+import { createPool, inTransaction } from '../../src/infra/db';
+import { newOrderId } from '../../src/order/orderId';
 import { Orders } from '../../src/order/store';
 import { paymentDeadlineMs, type OrderInput } from '../../src/order/types';
 import { createRedis } from '../../src/reservation/client';

@@ -17,7 +17,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { loadConfig, type Config } from '../../src/config';
-import { createPool } from '../../src/db';
+import { createPool } from '../../src/infra/db';
 import { SaleLayouts, shardKeys } from '../../src/reservation/layout';
 import { ReservationStore } from '../../src/reservation/store';
 import { autoPipelines, createRedis } from '../../src/reservation/client';

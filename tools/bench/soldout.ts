@@ -31,7 +31,7 @@ import Koa from 'koa';
 import { startApi } from '../../src/api/main';
 import { SaleGates } from '../../src/api/saleGate';
 import { loadConfig, type Config } from '../../src/config';
-import { createPool } from '../../src/db';
+import { createPool } from '../../src/infra/db';
 import { ReservationStore } from '../../src/reservation/store';
 import { createRedis } from '../../src/reservation/client';
 import { SaleLayouts } from '../../src/reservation/layout';

@@ -29,7 +29,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSigner } from 'fast-jwt';
 import { loadConfig } from '../../src/config';
-import { createPool } from '../../src/db';
+import { createPool } from '../../src/infra/db';
 import { createRedis } from '../../src/reservation/client';
 import { SaleLayouts, shardKeys } from '../../src/reservation/layout';
 import { shardPlacer } from '../../src/reservation/placement';

@@ -26,9 +26,9 @@ import type { Pool } from 'pg';
 import { request } from 'undici';
 import { auditSale, readSaleEvents, saleEventsSince } from '../../src/audit';
 import { loadConfig, type Config } from '../../src/config';
-import { createPool } from '../../src/db';
+import { createPool } from '../../src/infra/db';
 import type { OrderStatus } from '../../src/order/types';
-import { createKafka } from '../../src/kafka';
+import { createKafka } from '../../src/infra/kafka';
 import { CROWD_IP_LIMIT, saleGateOf } from '../shared/crowd';
 import { freePort, startChild, type Child } from '../shared/processes';
 import calculateSlot from 'cluster-key-slot';
@@ -39,7 +39,7 @@ import { StartQueue } from '../../src/reservation/startQueue';
 import { clusterNodes, clusterNodesInfo, masterOf, migrateSlot, nodePid } from '../shared/localCluster';
 import { dropConnections } from '../shared/redisFaults';
 import { createSale, loadSale } from '../../src/sale/sales';
-import { connectTemporal } from '../../src/temporal';
+import { connectTemporal } from '../../src/workflows/client';
 import { paidSignal } from '../../src/workflows/definitions';
 import { Random } from './random';
 import { openRelay, type Relay } from './relay';
@@ -729,7 +729,7 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet, set: FaultS
   if (!(await settled(clients, created.saleId, seen.accepted.length - mayBeGone))) violations.push(`not settled within ${SETTLE_TIMEOUT_MS} ms`);
   const gone = await goneWithShard(clients, created.saleId, seen);
   const audit = await auditSale(
-    { pool: clients.pool, redis: clients.redis, store: clients.store, temporal: clients.temporal, kafka: createKafka(clients.config, `chaos-audit-${randomUUID()}`), topic: clients.config.KAFKA_TOPIC },
+    { pool: clients.pool, store: clients.store, temporal: clients.temporal, kafka: createKafka(clients.config, `chaos-audit-${randomUUID()}`), topic: clients.config.KAFKA_TOPIC },
     created.saleId,
     seen.accepted.filter((id) => !gone.has(id)),
   );

@@ -22,8 +22,8 @@ import { Agent, request } from 'undici';
 import { auditSale, formatAudit, type AuditReport } from '../../src/audit';
 import { latestResult } from '../shared/benchResults';
 import { loadConfig, type Config } from '../../src/config';
-import { createPool } from '../../src/db';
-import { createKafka } from '../../src/kafka';
+import { createPool } from '../../src/infra/db';
+import { createKafka } from '../../src/infra/kafka';
 import { MACHINE_PARTS, machineCpu, onRealServer, realServerMetrics, realServerPids, treesCpuMs, type MachineCpu } from '../shared/procCpu';
 import { bucketQuantile, countAbove, counter, counterBy, histogram } from '../shared/promText';
 import { ReservationStore } from '../../src/reservation/store';
@@ -31,7 +31,7 @@ import { createRedis } from '../../src/reservation/client';
 import { StartQueue } from '../../src/reservation/startQueue';
 import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
-import { connectTemporal } from '../../src/temporal';
+import { connectTemporal } from '../../src/workflows/client';
 import { paymentDeadlineMs, type Order, type OrderInput } from '../../src/order/types';
 import { paidSignal } from '../../src/workflows/definitions';
 import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press, type PressResult } from '../shared/crowd';
@@ -803,7 +803,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     print(`auditing, and reading ${accepted.length} order histories for workflow task timeouts and failures…`);
     // Both only read: side by side they take about the longer one's time, not the sum.
     const [audit, histories] = await Promise.all([
-      auditSale({ pool, redis, store, temporal, kafka: createKafka(config, 'flash-sale-demo-audit'), topic: config.KAFKA_TOPIC }, sale.saleId, accepted),
+      auditSale({ pool, store, temporal, kafka: createKafka(config, 'flash-sale-demo-audit'), topic: config.KAFKA_TOPIC }, sale.saleId, accepted),
       scanHistories(temporal, accepted, paidVia),
     ]);
     const finalCounts = await dbCounts();

@@ -12,7 +12,7 @@
  */
 import { LayoutError } from '../../reservation/layout';
 import type { Context } from 'koa';
-import { parseId } from '../../ids';
+import { parseId } from '../../order/ids';
 import { createSale, findSale, loadSale, RebuildNeeded, RebuildRefused, SaleInput, type Sale } from '../../sale/sales';
 import type { AppDeps } from '../deps';
 import { reply } from '../errors';

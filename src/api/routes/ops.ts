@@ -5,7 +5,7 @@ import type { Context } from 'koa';
 import { parse } from 'yaml';
 import type { AppDeps } from '../deps';
 import { reply } from '../errors';
-import { causeOf } from '../../startup';
+import { causeOf } from '../../infra/startup';
 
 const CHECK_TIMEOUT_MS = 2000;
 

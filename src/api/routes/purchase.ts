@@ -11,8 +11,8 @@
  * without the sale's gate value (saleGate.ts), both before any Redis call.
  */
 import type { Context, Next } from 'koa';
-import { parseId } from '../../ids';
-import { newOrderId } from '../../order/id';
+import { parseId } from '../../order/ids';
+import { newOrderId } from '../../order/orderId';
 import { paymentDeadlineMs } from '../../order/types';
 import { hasBearerJwt } from '../auth';
 import type { AppDeps } from '../deps';

@@ -11,7 +11,7 @@ import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import type { RedisOptions } from 'ioredis';
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
 import type { ClientConfig } from 'pg';
-import type { Config } from './config';
+import type { Config } from '../config';
 
 const read = (path: string | undefined) => (path === undefined ? undefined : readFileSync(path));
 /** SNI carries host names only (RFC 6066): an IP address is checked against the certificate, not sent. */

@@ -4,7 +4,7 @@
  * which service failed and why. A URL's password is blotted out of these messages (redactUrls); we add no secret.
  */
 import { connect as tlsConnect } from 'node:tls';
-import { redactUrls, type Config } from './config';
+import { redactUrls, type Config } from '../config';
 import { temporalConnection } from './connections';
 
 /** A store the process could not reach; its message is `<service>: <cause>`. */

@@ -6,7 +6,7 @@
  * 4) carry nothing; those orders all have their row.
  */
 import { randomBytes } from 'node:crypto';
-import { MAX_INT4 } from '../ids';
+import { MAX_INT4 } from './ids';
 
 /** @returns a new order id for an order of saleId (a positive INT4) */
 export function newOrderId(saleId: number): string {

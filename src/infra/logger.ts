@@ -4,7 +4,7 @@
  * credential reaches a log line wherever an error sits in them.
  */
 import pino from 'pino';
-import { redactUrls } from './config';
+import { redactUrls } from '../config';
 
 export type Logger = pino.Logger;
 

@@ -1,7 +1,7 @@
 /** PostgreSQL pool and migrations (node-pg-migrate over migrations/*.sql). PostgreSQL is the source of truth. */
 import { join } from 'node:path';
 import { Pool, type PoolClient } from 'pg';
-import type { Config } from './config';
+import type { Config } from '../config';
 import { pgConnection } from './connections';
 
 /** Creates a pool for the configured database; pool errors on idle clients are reported, not thrown. */
@@ -25,7 +25,7 @@ export async function migrate(config: Config, log: (msg: string) => void = () =>
   const { runner } = await import('node-pg-migrate');
   await runner({
     databaseUrl: pgConnection(config),
-    dir: join(__dirname, '..', 'migrations'),
+    dir: join(__dirname, '..', '..', 'migrations'),
     direction: 'up',
     migrationsTable: 'pgmigrations',
     singleTransaction: true,

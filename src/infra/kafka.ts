@@ -1,6 +1,6 @@
 /** The Kafka client (kafkajs) for the configured brokers, logging through our structured logger. */
 import { Kafka, logLevel } from 'kafkajs';
-import type { Config } from './config';
+import type { Config } from '../config';
 import { kafkaConnection } from './connections';
 import { createLogger } from './logger';
 

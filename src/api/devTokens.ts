@@ -3,8 +3,8 @@
  * (POST /api/dev/token). Production tokens come from the identity provider.
  */
 import { createSigner } from 'fast-jwt';
-import type { Config } from './config';
-import { BUYER_ID } from './ids';
+import type { Config } from '../config';
+import { BUYER_ID } from '../order/ids';
 
 /**
  * @param buyerId the token's `sub`; must be a valid buyer id (BUYER_ID), as the API requires (I6)

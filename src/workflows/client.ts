@@ -6,10 +6,10 @@
 import { Client, type ClientInterceptors, Connection, type ConnectionLike, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { temporal } from '@temporalio/proto';
-import type { Config } from './config';
-import { temporalConnection } from './connections';
-import type { OrderInput, Payment } from './order/types';
-import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, UserIdKey } from './workflows/definitions';
+import type { Config } from '../config';
+import { temporalConnection } from '../infra/connections';
+import type { OrderInput, Payment } from '../order/types';
+import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, UserIdKey } from './definitions';
 
 /** Connects to the configured Temporal frontend. @throws when it is unreachable */
 export async function connectTemporal(config: Config): Promise<Client> {
