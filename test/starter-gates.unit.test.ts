@@ -6,7 +6,7 @@
 import pino from 'pino';
 import { AcceptanceGate, BacklogGate } from '../src/starter/gates';
 import { PACE_WINDOW_MS } from '../src/starter/pacing';
-import { classify } from '../src/starter/starter';
+import { classify } from '../src/starter/failures';
 
 const log = pino({ level: 'silent' });
 

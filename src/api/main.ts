@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { loadConfig, type Config } from '../config';
 import { createPool } from '../infra/db';
+import { onShutdown, runMain } from '../infra/lifecycle';
 import { createLogger, type Logger } from '../infra/logger';
 import { Orders } from '../order/store';
 import { ReservationStore } from '../reservation/store';
@@ -24,8 +25,8 @@ import { createMetrics } from './metrics';
 import { dependencyChecks } from './routes/ops';
 import { Polled, STORE_READING_MS } from './polled';
 import { SoldOutFlags } from './soldOut';
-import { createStarter } from '../starter/starter';
-import { causeOf, checkAtStart, reach, reachTemporal } from '../infra/startup';
+import { createStarter } from '../starter/create';
+import { checkAtStart, reach, reachTemporal } from '../infra/startup';
 import { startTracing } from '../tracing';
 
 const DRAIN_MS = 10_000;
@@ -218,24 +219,7 @@ async function main(): Promise<void> {
   if (config.API_PROCESSES > 1 && cluster.isPrimary) return runProcesses(config, log);
   const tracing = startTracing(config, 'api', log);
   const api = await startApi(config, log);
-  let stopping = false;
-  // Ctrl-C reaches every process of the group, and the primary of API_PROCESSES passes it on too: drain once.
-  const stop = () => {
-    if (stopping) return;
-    stopping = true;
-    log.info('shutting down: draining in-flight requests');
-    void api
-      .close()
-      .then(() => tracing?.shutdown())
-      .then(() => process.exit(0));
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  onShutdown(log, 'shutting down: draining in-flight requests', () => api.close(), tracing);
 }
 
-if (require.main === module) {
-  main().catch((err) => {
-    console.error(`api cannot start: ${causeOf(err)}`);
-    process.exit(1);
-  });
-}
+if (require.main === module) runMain('api', main);

@@ -16,6 +16,7 @@ import { MAX_INT4 } from '../order/ids';
 import type { OrderEvent } from '../order/events';
 import { isOrderId } from '../order/types';
 import { createKafka } from '../infra/kafka';
+import { onShutdown, runMain } from '../infra/lifecycle';
 import { createLogger, type Logger } from '../infra/logger';
 import { inSpan, linkTo, startTracing } from '../tracing';
 
@@ -138,21 +139,7 @@ async function main(): Promise<void> {
   const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
   const ledger = await startLedger(config, pool, { log });
   log.info({ topic: config.KAFKA_TOPIC, groupId: LEDGER_GROUP_ID }, 'ledger running');
-  const stop = () => {
-    log.info('shutting down');
-    void ledger
-      .stop()
-      .then(() => pool.end())
-      .then(() => tracing?.shutdown())
-      .then(() => process.exit(0));
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  onShutdown(log, 'shutting down', () => ledger.stop().then(() => pool.end()), tracing);
 }
 
-if (require.main === module) {
-  main().catch((err) => {
-    console.error(err);
-    process.exit(1);
-  });
-}
+if (require.main === module) runMain('ledger', main);

@@ -7,15 +7,16 @@
 import { once } from 'node:events';
 import { loadConfig } from '../config';
 import { createPool } from '../infra/db';
+import { onShutdown, runMain } from '../infra/lifecycle';
 import { createLogger } from '../infra/logger';
 import { SaleLayouts } from '../reservation/layout';
 import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
 import { OrderWorkflows } from '../workflows/client';
-import { causeOf, checkAtStart, reach, reachTemporal } from '../infra/startup';
+import { checkAtStart, reach, reachTemporal } from '../infra/startup';
 import { startTracing } from '../tracing';
 import { starterMetricsOf } from './metrics';
-import { createStarter } from './starter';
+import { createStarter } from './create';
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -36,21 +37,12 @@ async function main(): Promise<void> {
     { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version, ...(config.STARTER_METRICS_PORT && { metrics: `${config.STARTER_METRICS_HOST}:${config.STARTER_METRICS_PORT}` }) },
     'starter running',
   );
-  const stop = () => {
-    log.info('shutting down: letting the starts in flight finish');
-    void starter
-      .stop()
-      .then(() => Promise.allSettled([redis.quit(), pool.end(), workflows.close(), metrics.close()]))
-      .then(() => tracing?.shutdown())
-      .then(() => process.exit(0));
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  onShutdown(
+    log,
+    'shutting down: letting the starts in flight finish',
+    () => starter.stop().then(() => Promise.allSettled([redis.quit(), pool.end(), workflows.close(), metrics.close()])),
+    tracing,
+  );
 }
 
-if (require.main === module) {
-  main().catch((err) => {
-    console.error(`starter cannot start: ${causeOf(err)}`);
-    process.exit(1);
-  });
-}
+if (require.main === module) runMain('starter', main);

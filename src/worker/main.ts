@@ -15,14 +15,15 @@ import { createPool } from '../infra/db';
 import { checkKafka, createKafka, UNTIL_ANSWERED } from '../infra/kafka';
 import { EventPublisher } from '../order/publisher';
 import { Orders } from '../order/store';
+import { onShutdown, runMain } from '../infra/lifecycle';
 import { createLogger, type Logger } from '../infra/logger';
 import { workflowBundle, type BundleOption } from './bundle';
 import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';
-import { causeOf, checkAtStart, reachTemporal } from '../infra/startup';
+import { checkAtStart, reachTemporal } from '../infra/startup';
 import { starterMetricsOf } from '../starter/metrics';
-import { createStarter } from '../starter/starter';
+import { createStarter } from '../starter/create';
 import { OrderWorkflows } from '../workflows/client';
 import { startTracing, type Tracing } from '../tracing';
 
@@ -214,21 +215,8 @@ async function main(): Promise<void> {
   const tracing = startTracing(config, 'worker', log);
   const running = await startWorker(config, await workflowBundle(tracing !== undefined), log, tracing);
   log.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, node: process.version }, 'worker running');
-  const stop = () => {
-    log.info('shutting down');
-    void running
-      .shutdown()
-      .then(() => tracing?.shutdown())
-      .then(() => process.exit(0));
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  onShutdown(log, 'shutting down', () => running.shutdown(), tracing);
   await running.run;
 }
 
-if (require.main === module) {
-  main().catch((err) => {
-    console.error(`worker cannot start: ${causeOf(err)}`);
-    process.exit(1);
-  });
-}
+if (require.main === module) runMain('worker', main);
