@@ -16,6 +16,7 @@ test.each([1, 42, 65_536, MAX_INT4])('sale %d: the id is a version 8 UUID our pa
 });
 
 test('ids of another layout name no sale: a version 4 UUID, or a version 8 one whose first 32 bits are no INT4 sale id', () => {
+  expect(isOrderId(randomUUID())).toBe(false);
   expect(saleOfOrder(randomUUID())).toBeUndefined();
   expect(saleOfOrder('00000000-1234-8abc-9def-123456789abc')).toBeUndefined();
   expect(saleOfOrder('80000000-1234-8abc-9def-123456789abc')).toBeUndefined();

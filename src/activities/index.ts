@@ -22,9 +22,6 @@ export interface ActivityDeps {
   reservations: Pick<ReservationStore, 'release'>;
 }
 
-/** Where an order stands, as PostgreSQL holds it; PENDING while its deadline is still ahead. */
-export type Settled = Outcome;
-
 async function classified<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
@@ -48,7 +45,7 @@ export function createActivities({ orders, events, reservations }: ActivityDeps)
      * span as its traceparent when tracing is on, then publishes OrderPlaced. A retry, or a row stored first
      * (by the starter, before the start; or PAID by the payment route), returns the stored status.
      */
-    async placeOrder(order: OrderInput): Promise<Settled> {
+    async placeOrder(order: OrderInput): Promise<Outcome> {
       // The starter stored it before the start: read it rather than insert again (which takes the epoch's lock).
       const placed = (await orders.stored(order.orderId)) ?? (await classified(() => orders.place(order, activeTraceParent())));
       await events.publish(event('OrderPlaced', order));
@@ -76,7 +73,7 @@ export function createActivities({ orders, events, reservations }: ActivityDeps)
      * @returns PENDING, changing nothing, while the deadline is after atMs
      * @throws non-retryable ORDER_NOT_FOUND when the order has no row
      */
-    async settleOrder(order: OrderInput, atMs: number): Promise<Settled> {
+    async settleOrder(order: OrderInput, atMs: number): Promise<Outcome> {
       const settled = await classified(() => orders.settle(order, atMs));
       if (!settled) throw notFound(order);
       const { priceMinor, ...outcome } = settled;
@@ -87,7 +84,7 @@ export function createActivities({ orders, events, reservations }: ActivityDeps)
     },
 
     /** For an order PostgreSQL would not store at all: OrderRejected; its unit goes back in releaseUnit. */
-    async rejectUnstored(order: OrderInput, reason: string): Promise<Settled> {
+    async rejectUnstored(order: OrderInput, reason: string): Promise<Outcome> {
       await events.publish(event('OrderRejected', order, { reason }));
       return { status: 'REJECTED', reason };
     },
@@ -98,7 +95,7 @@ export function createActivities({ orders, events, reservations }: ActivityDeps)
      * @throws ioredis ReplyError SHARD_NOT_LOADED while a shard lost its data (retried until it is rebuilt)
      */
     async releaseUnit(order: OrderInput, unitBack: boolean): Promise<void> {
-      await reservations.release(order, !unitBack);
+      await reservations.release(order, unitBack);
     },
 
     /** Publishes one event (a retry may publish it twice; its eventId lets consumers drop the copy). */

@@ -3,10 +3,8 @@
  * key (HS256 secret, or RS256 public key / JWKS), `exp`/`nbf` checked, `iss`/`aud`/age (`iat`) when configured;
  * the buyer is the token's `sub` and nothing else (I6). Verification is synchronous (node:crypto) and verified
  * tokens are remembered until their expiry, so an impatient buyer's repeated presses cost a map lookup (an
- * asynchronous WebCrypto check costs more than the whole sold-out answer). Admin and payment service: static
- * bearer credentials, compared in constant time.
+ * asynchronous WebCrypto check costs more than the whole sold-out answer). Services' credentials: serviceAuth.ts.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { createVerifier, TokenError } from 'fast-jwt';
 import buildGetJwks from 'get-jwks';
 import { LRUCache } from 'lru-cache';
@@ -47,7 +45,8 @@ export function hasBearerJwt(authorization: string | undefined): boolean {
   return authorization !== undefined && BEARER_JWT.test(authorization);
 }
 
-function bearer(authorization: string | undefined): string | undefined {
+/** @returns the token of an `Authorization: Bearer <token>` header, or undefined for any other */
+export function bearer(authorization: string | undefined): string | undefined {
   // RFC 7235: the scheme name is case-insensitive.
   return authorization ? BEARER.exec(authorization)?.[1] : undefined;
 }
@@ -202,53 +201,6 @@ export function buyerAuth(authenticate: BuyerAuthenticator) {
     const auth = await authenticate(ctx.get('Authorization'));
     if ('error' in auth) return refuseToken(ctx, auth.error);
     (ctx.state as BuyerState).buyerId = auth.buyerId;
-    await next();
-  };
-}
-
-function digest(text: string): Buffer {
-  return createHash('sha256').update(text).digest();
-}
-
-/** What the internal door's credential check leaves for the middleware after it: a service's token was verified. */
-export interface ServiceState {
-  service?: true;
-}
-
-/**
- * The internal door's guard against guessing: whether a client is blocked (too many failed credentials), and the
- * record of one failure (src/api/app.ts limits and counts them per client).
- */
-export interface CredentialGuard {
-  blocked(ctx: Context): Promise<{ retryAfterS: number } | undefined>;
-  failed(ctx: Context, code: 'TOKEN_MISSING' | 'FORBIDDEN' | 'RATE_LIMITED'): Promise<void>;
-}
-
-/**
- * Middleware admitting only `Authorization: Bearer <secret>` (ctx.state.service): 401 without a token, 403 with
- * another one, each a failure for the guard; 429 RATE_LIMITED with Retry-After, before the token is even read,
- * while the guard blocks the client.
- */
-export function staticBearer(secret: string, guard: CredentialGuard) {
-  const expected = digest(secret);
-  return async function authenticateService(ctx: Context, next: Next): Promise<void> {
-    const blocked = await guard.blocked(ctx);
-    if (blocked) {
-      await guard.failed(ctx, 'RATE_LIMITED');
-      ctx.set('Retry-After', String(blocked.retryAfterS));
-      return reply(ctx, 'RATE_LIMITED');
-    }
-    const token = bearer(ctx.get('Authorization'));
-    if (!token) {
-      await guard.failed(ctx, 'TOKEN_MISSING');
-      ctx.set('WWW-Authenticate', 'Bearer');
-      return reply(ctx, 'TOKEN_MISSING');
-    }
-    if (!timingSafeEqual(digest(token), expected)) {
-      await guard.failed(ctx, 'FORBIDDEN');
-      return reply(ctx, 'FORBIDDEN');
-    }
-    (ctx.state as ServiceState).service = true;
     await next();
   };
 }

@@ -13,11 +13,12 @@ import { onShutdown, runMain } from '../infra/lifecycle';
 import { createLogger, type Logger } from '../infra/logger';
 import { Orders } from '../order/store';
 import { ReservationStore } from '../reservation/store';
-import { autoPipelines, createRedis } from '../reservation/client';
+import { autoPipelines, createRedis, type FlashRedis } from '../reservation/client';
 import { ReplicationBarrier } from '../reservation/replication';
 import { SaleLayouts } from '../reservation/layout';
 import { OrderWorkflows } from '../workflows/client';
 import type Koa from 'koa';
+import type { Pool } from 'pg';
 import { createApps } from './app';
 import { clientErrorResponse } from './errors';
 import { Catalog } from './catalog';
@@ -83,6 +84,46 @@ async function drain(server: Server): Promise<void> {
 }
 
 /**
+ * The API's clients: PostgreSQL's pool, Redis (no offline queue: a purchase answers 503 at once while Redis is
+ * down), Temporal. Auto-pipelining (one node only: autoPipelines) sends the reservations of one event-loop turn
+ * in one write, where each write to an idle Redis costs a syscall and its wake-up on both sides.
+ * @throws DependencyError as startApi; what was opened is closed
+ */
+async function connectStores(config: Config, log: Logger): Promise<{ pool: Pool; redis: FlashRedis; workflows: OrderWorkflows }> {
+  const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
+  const redis = createRedis(config, { enableOfflineQueue: false, enableAutoPipelining: autoPipelines(config) });
+  redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
+  try {
+    await reach('redis', once(redis, 'ready'));
+    // Without PostgreSQL the API still answers (purchases 503 until it is back); wrongly configured, it stops.
+    await checkAtStart('postgres', pool.query('SELECT 1'), (line) => log.warn(line));
+    return { pool, redis, workflows: await reachTemporal(config, OrderWorkflows.connect(config)) };
+  } catch (err) {
+    // A failed start must not leave a Redis client reconnecting forever (and the pool open) behind it.
+    redis.disconnect();
+    await pool.end();
+    throw err;
+  }
+}
+
+/**
+ * Listens on both doors. @returns the public and the internal server
+ * @throws the listen error of a door that cannot open (its port taken), once both are closed
+ */
+async function listenOnBoth(apps: { public: Koa; internal: Koa }, config: Config): Promise<Server[]> {
+  const servers = [
+    serve(apps.public, config, config.API_HOST, config.API_PORT),
+    serve(apps.internal, config, config.INTERNAL_API_HOST, config.INTERNAL_API_PORT),
+  ];
+  const failed = (await Promise.allSettled(servers.map((server) => once(server, 'listening')))).find((r) => r.status === 'rejected');
+  if (failed) {
+    for (const server of servers) server.close();
+    throw failed.reason;
+  }
+  return servers;
+}
+
+/**
  * Connects the clients and listens on the public door, config.API_HOST:API_PORT, and the internal one,
  * INTERNAL_API_HOST:INTERNAL_API_PORT (port 0 picks a free one).
  * @throws DependencyError naming Redis or Temporal when one is out of reach at start, or PostgreSQL when it is
@@ -90,24 +131,7 @@ async function drain(server: Server): Promise<void> {
  *   listen error when the port is taken.
  */
 export async function startApi(config: Config, log: Logger = createLogger(config.LOG_LEVEL, 'api')): Promise<RunningApi> {
-  const pool = createPool(config, (err) => log.warn({ err }, 'postgres idle client error'));
-  // Fail fast when Redis is down: a purchase answers 503 rather than queueing behind reconnects. Auto-pipelining
-  // (one node only: autoPipelines) sends the reservations of one event-loop turn in one write, where each write
-  // to an idle Redis costs a syscall and its wake-up on both sides (docs/performance.md).
-  const redis = createRedis(config, { enableOfflineQueue: false, enableAutoPipelining: autoPipelines(config) });
-  redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
-  let workflows: OrderWorkflows;
-  try {
-    await reach('redis', once(redis, 'ready'));
-    // Without PostgreSQL the API still answers (purchases 503 until it is back); wrongly configured, it stops.
-    await checkAtStart('postgres', pool.query('SELECT 1'), (line) => log.warn(line));
-    workflows = await reachTemporal(config, OrderWorkflows.connect(config));
-  } catch (err) {
-    // A failed start must not leave a Redis client reconnecting forever (and the pool open) behind it.
-    redis.disconnect();
-    await pool.end();
-    throw err;
-  }
+  const { pool, redis, workflows } = await connectStores(config, log);
   const barrier = config.REDIS_WAIT_REPLICAS > 0 ? new ReplicationBarrier(redis, config) : undefined;
   const store = new ReservationStore(redis, new SaleLayouts(pool), { barrier, replicas: config.REDIS_WAIT_REPLICAS, claimIdleMs: config.STARTER_CLAIM_IDLE_MS });
   const orders = new Orders(pool, store);
@@ -142,18 +166,13 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     starter: starter ?? { notice: () => undefined },
     dependencies: () => dependencies.latest(),
   });
-  const servers = [
-    serve(apps.public, config, config.API_HOST, config.API_PORT),
-    serve(apps.internal, config, config.INTERNAL_API_HOST, config.INTERNAL_API_PORT),
-  ];
-  // One listener that cannot open (its port taken) stops the start: close the one that did.
-  const listening = await Promise.allSettled(servers.map((server) => once(server, 'listening')));
-  const failed = listening.find((r) => r.status === 'rejected');
-  if (failed) {
-    for (const server of servers) server.close();
+  let servers: Server[];
+  try {
+    servers = await listenOnBoth(apps, config);
+  } catch (err) {
     soldOut.stop();
     await Promise.allSettled([redis.quit(), queueRedis.quit(), pool.end(), workflows.close()]);
-    throw failed.reason;
+    throw err;
   }
   const [url, internalUrl] = servers.map((server, i) => {
     const address = server.address();

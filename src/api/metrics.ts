@@ -16,21 +16,13 @@ export type PoolCounts = Pick<Pool, 'totalCount' | 'idleCount' | 'waitingCount'>
 export type Dependencies = () => Promise<Record<string, { up: boolean }>>;
 
 /**
- * @param soldOutCount reads the number of items flagged sold out in this process
- * @param queueDepths reads the start queues of the sales this process's starter watches (at each scrape; the API
- *   hands it the last reading of a timer, src/api/polled.ts)
- * @param pool the PostgreSQL pool whose connections and waiting queries are read at each scrape (in memory)
- * @param dependencies the stores' status at each scrape, as /readyz reads it (the "store down" alert reads it;
- *   the API hands it the last check of a timer)
+ * The purchase series: answers by code and their latency. SOLD_OUT answers, the stampede's, are recorded in
+ * batches: one by one, prom-client's label validation and hashing were a measurable share of the sold-out
+ * answer's CPU (docs/performance.md). Batches are flushed in order when full and before every scrape
+ * (`collect`), so /metrics shows exactly what one-by-one recording would, down to the order of the
+ * floating-point additions in `_sum`.
  */
-export function createMetrics(soldOutCount: () => number, queueDepths: QueueDepths, pool: PoolCounts, dependencies: Dependencies) {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
-
-  // SOLD_OUT answers, the stampede's, are recorded in batches: one by one, prom-client's label validation and
-  // hashing were a measurable share of the sold-out answer's CPU (docs/performance.md). Batches are
-  // flushed in order when full and before every scrape (`collect`), so /metrics shows exactly what one-by-one
-  // recording would, down to the order of the floating-point additions in `_sum`.
+function purchaseSeries(registry: Registry) {
   const deferredSeconds = new Float64Array(DEFERRED_MAX);
   let deferred = 0;
   const flushSoldOut = () => {
@@ -56,6 +48,34 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
     registers: [registry],
     collect: flushSoldOut,
   });
+  return {
+    purchaseOutcomes,
+    purchaseDuration,
+    /**
+     * Records one SOLD_OUT answer under both purchase metrics, as `inc` and `observe` would: every SOLD_OUT
+     * answer must come through here, so that the batch keeps their order.
+     * @param seconds the answer's latency
+     */
+    recordSoldOut(seconds: number): void {
+      deferredSeconds[deferred++] = seconds;
+      if (deferred === DEFERRED_MAX) flushSoldOut();
+    },
+  };
+}
+
+/**
+ * @param soldOutCount reads the number of items flagged sold out in this process
+ * @param queueDepths reads the start queues of the sales this process's starter watches (at each scrape; the API
+ *   hands it the last reading of a timer, src/api/polled.ts)
+ * @param pool the PostgreSQL pool whose connections and waiting queries are read at each scrape (in memory)
+ * @param dependencies the stores' status at each scrape, as /readyz reads it (the "store down" alert reads it;
+ *   the API hands it the last check of a timer)
+ */
+export function createMetrics(soldOutCount: () => number, queueDepths: QueueDepths, pool: PoolCounts, dependencies: Dependencies) {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+
+  const { purchaseOutcomes, purchaseDuration, recordSoldOut } = purchaseSeries(registry);
   // A payment that waits for a connection waits here, not in PostgreSQL: the pool's queue is the first suspect.
   new Gauge({
     name: 'flash_sale_pg_pool_connections',
@@ -72,15 +92,7 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
     registry,
     purchaseOutcomes,
     purchaseDuration,
-    /**
-     * Records one SOLD_OUT answer under both purchase metrics, as `inc` and `observe` would: every SOLD_OUT
-     * answer must come through here, so that the batch keeps their order.
-     * @param seconds the answer's latency
-     */
-    recordSoldOut(seconds: number): void {
-      deferredSeconds[deferred++] = seconds;
-      if (deferred === DEFERRED_MAX) flushSoldOut();
-    },
+    recordSoldOut,
     paymentDuration: new Histogram({
       name: 'flash_sale_payment_duration_seconds',
       help: 'Payment route latency in the API (from its routing to the answer), by answer code (PAID or the refusal).',

@@ -2,8 +2,7 @@
  * Order ids carry their sale: an RFC 9562 UUID of version 8 (custom layout) whose first 32 bits are the sale id
  * and whose 90 other free bits are random. So the sale of an order, and with it the hash tag of its Redis keys
  * ({sale:<id>}, docs/design.md Keys), is read from the id itself: an order that has no row yet is found with one
- * HGET, on whichever Redis node (Cluster slot) holds its sale. Ids of orders made before this layout (version
- * 4) carry nothing; those orders all have their row.
+ * HGET, on whichever Redis node (Cluster slot) holds its sale.
  */
 import { randomBytes } from 'node:crypto';
 import { MAX_INT4 } from './ids';

@@ -25,11 +25,11 @@ export function compensationFor(outcome: Pick<Outcome, 'status' | 'reason'>): { 
   return undefined;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const ORDER_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-/** @returns whether text is a lower-case RFC 9562 UUID, the only form our order ids take */
+/** @returns whether text is a lower-case RFC 9562 version 8 UUID, the only form our order ids take (orderId.ts) */
 export function isOrderId(text: string): boolean {
-  return UUID.test(text);
+  return ORDER_ID.test(text);
 }
 
 /**

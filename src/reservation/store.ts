@@ -228,17 +228,18 @@ export class ReservationStore extends ReservationView {
    * Returns the order's unit to its stock shard if that order still holds it, and clears the buyer's entry on
    * their home shard while it names this order (I5: twice, or stale, frees nothing). Both steps are idempotent,
    * so a retry after a crash between them completes the release.
-   * @param unitHeld true when another live order holds the order's unit (PostgreSQL refused the order for it,
-   *   I1): the reservation goes and the unit stays out of stock, so that Redis does not hand it out again
+   * @param unitBack false when another live order holds the order's unit (PostgreSQL refused the order for it,
+   *   I1; compensationFor): the reservation goes and the unit stays out of stock, so that Redis does not hand it
+   *   out again
    * @throws an ioredis ReplyError ITEM_MISMATCH when the order's reservation is for another item, SHARD_NOT_LOADED
    *   while one of the two shards lost its data and is not rebuilt yet (try again later)
    */
-  async release(order: ReleaseTarget, unitHeld = false): Promise<void> {
+  async release(order: ReleaseTarget, unitBack = true): Promise<void> {
     const layout = await this.layouts.get(order.saleId);
     const shard = order.stockShard ?? 0;
     const keys = shardKeys(tagOf(layout, shard));
     await idempotent(() =>
-      this.redis.release(keys.stock(order.itemId), keys.buyers, keys.reservations, keys.returns(order.itemId), keys.released, keys.loaded, order.orderId, String(order.itemId), unitHeld ? '0' : '1'),
+      this.redis.release(keys.stock(order.itemId), keys.buyers, keys.reservations, keys.returns(order.itemId), keys.released, keys.loaded, order.orderId, String(order.itemId), unitBack ? '1' : '0'),
     );
     const home = homeShard(layout, order.userId);
     if (home !== shard) {

@@ -5,7 +5,7 @@
 import type { Pool } from 'pg';
 import { z } from 'zod';
 import { inTransaction } from '../infra/db';
-import { liveOrders } from '../order/store';
+import { liveOrders } from '../order/rows';
 import { MAX_SHARDS } from '../reservation/layout';
 
 /**

@@ -10,21 +10,16 @@
  * wins and the workflow follows the row, so a local activity replayed after the server refused its workflow
  * task (a signal landed meanwhile) repeats only what PostgreSQL decided, with one effect (I5).
  */
-import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, patched, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import type { Activities, Settled } from '../activities';
+import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import type { Activities } from '../activities';
 import { orderEvent } from '../order/events';
-import { compensationFor, PAYMENT_ID, paymentDeadlineMs, paysPrice, type OrderInput, type Order, type PayResult, type Payment } from '../order/types';
+import { compensationFor, PAYMENT_ID, paymentDeadlineMs, paysPrice, type OrderInput, type Order, type Outcome, type PayResult, type Payment } from '../order/types';
 import { OrderStatusKey, paidSignal, payUpdate, statusQuery } from './definitions';
 
 const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
 const local = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry });
 
 const MAX_PAYMENT_ID = 200;
-/**
- * Histories recorded before the compensation became its own step released the unit inside settleOrder and
- * rejectUnstored: replayed, they take the old path, which has no step to add.
- */
-const COMPENSATION_STEP = 'compensation-step';
 /** Wait before settling again when PostgreSQL's clock has not reached the deadline yet (clocks of two hosts). */
 const SETTLE_AGAIN_MS = 1000;
 
@@ -42,8 +37,8 @@ function checkPayment(p: unknown): { ok: true; payment: Payment } | { ok: false;
 export async function orderWorkflow(order: OrderInput): Promise<Order> {
   const deadlineMs = paymentDeadlineMs(order);
   // Set once the order has its row: payments that arrive before wait for it.
-  let placed: Settled | undefined = undefined;
-  let settled: Settled | undefined;
+  let placed: Outcome | undefined = undefined;
+  let settled: Outcome | undefined;
   const refunds: { payment: Payment; reason: string }[] = [];
 
   const view = (): Order => ({
@@ -95,9 +90,9 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
   const placing = await place(order);
   placed = placing.placed;
   if (placed.status === 'PENDING') await waitForPayment(deadlineMs, () => settled !== undefined);
-  settled ??= placing.final ? placed : await settle(order);
+  settled ??= placing.unstored ? placed : await settle(order);
   const compensation = compensationFor(settled);
-  if (compensation && patched(COMPENSATION_STEP)) await local.releaseUnit(order, compensation.unitBack);
+  if (compensation) await local.releaseUnit(order, compensation.unitBack);
   upsertSearchAttributes([{ key: OrderStatusKey, value: settled.status }]);
 
   await condition(allHandlersFinished);
@@ -111,19 +106,19 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
 /**
  * Places the order: stored PENDING holding its unit, PAID when the payment route stored it first, or REJECTED
  * by PostgreSQL (its unit held by another live order, or the buyer holds another live order).
- * @returns what PostgreSQL holds; final when PostgreSQL refused to store the order at all (nothing to settle;
- *   its unit goes back in the compensation step)
+ * @returns what PostgreSQL holds, and whether PostgreSQL refused to store the order at all (unstored: REJECTED,
+ *   nothing to settle; its unit goes back in the compensation step)
  */
-async function place(order: OrderInput): Promise<{ placed: Settled; final: boolean }> {
+async function place(order: OrderInput): Promise<{ placed: Outcome; unstored: boolean }> {
   try {
-    return { placed: await local.placeOrder(order), final: false };
+    return { placed: await local.placeOrder(order), unstored: false };
   } catch (err) {
     // PostgreSQL refused the row itself (a constraint the order cannot meet): nothing holds the unit but Redis.
     // A local activity's failure reaches the workflow as the activity threw it, without an ActivityFailure
     // around it (SDK 1.24; test/workflow/order.unit.test.ts), a scheduled activity's inside one.
     const failure = err instanceof ActivityFailure ? err.cause : err;
     if (!(failure instanceof ApplicationFailure && failure.nonRetryable)) throw err;
-    return { placed: await local.rejectUnstored(order, failure.type ?? 'CONSTRAINT_VIOLATION'), final: true };
+    return { placed: await local.rejectUnstored(order, failure.type ?? 'CONSTRAINT_VIOLATION'), unstored: true };
   }
 }
 
@@ -141,7 +136,7 @@ async function waitForPayment(deadlineMs: number, paid: () => boolean): Promise<
  * Settles the order as PostgreSQL decides: PAID (OrderPaid), or past its deadline EXPIRED (OrderExpired; its
  * unit goes back in the compensation step). Tried again while PostgreSQL's clock has not reached the deadline.
  */
-async function settle(order: OrderInput): Promise<Settled> {
+async function settle(order: OrderInput): Promise<Outcome> {
   for (;;) {
     const outcome = await local.settleOrder(order, Date.now());
     if (outcome.status !== 'PENDING') return outcome;

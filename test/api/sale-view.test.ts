@@ -97,12 +97,25 @@ test('the page and its files are served as they are; an unknown file → 404, a 
   const page = await call('GET', '/sale/42');
   expect(page.status).toBe(200);
   expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
-  expect(page.text).toContain('<script src="/sale/assets/sale.js" defer></script>');
+  expect(page.text).toContain('<script type="module" src="/sale/assets/sale.js"></script>');
   expect(page.headers.get('x-content-type-options')).toBe('nosniff');
   expect(page.headers.get('content-security-policy')).toBe("default-src 'self'; frame-ancestors 'none'");
   const script = await call('GET', '/sale/assets/sale.js');
   expect(script.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
   expect(script.text).toContain('/api/flash-sales/sales/');
+  // Every module the page imports, and the modules they import, are served as scripts.
+  const seen = new Set(['sale.js']);
+  const pending = [script.text];
+  while (pending.length) {
+    for (const [, file] of (pending.pop() as string).matchAll(/^import .* from '\.\/([a-z]+\.js)';$/gm)) {
+      if (seen.has(file)) continue;
+      seen.add(file);
+      const module = await call('GET', `/sale/assets/${file}`);
+      expect([file, module.status, module.headers.get('content-type')]).toEqual([file, 200, 'text/javascript; charset=utf-8']);
+      pending.push(module.text);
+    }
+  }
+  expect([...seen].sort()).toEqual(['format.js', 'order.js', 'page.js', 'render.js', 'sale.js']);
   await expect(call('GET', '/sale/assets/sale.css')).resolves.toMatchObject({ status: 200 });
   await expect(call('GET', '/sale/assets/secrets.txt')).resolves.toMatchObject({ status: 404, body: { error: 'NOT_FOUND' } });
   await expect(call('GET', '/sale/0')).resolves.toMatchObject({ status: 400, body: { error: 'INVALID_SALE_ID' } });

@@ -14,6 +14,7 @@ import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import type { Admin } from 'kafkajs';
 import { startLedger, type RunningLedger } from '../../src/consumers/ledger';
 import { orderEvent, type OrderEvent } from '../../src/order/events';
+import { newOrderId } from '../../src/order/orderId';
 import { createKafka } from '../../src/infra/kafka';
 import { EventPublisher } from '../../src/order/publisher';
 import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
@@ -77,7 +78,7 @@ afterAll(async () => {
 
 async function newOrderEvents(): Promise<{ orderId: string; placed: OrderEvent; paid: OrderEvent }> {
   const sale = await createTestSale(clients, { quantities: [3] });
-  const order = { orderId: randomUUID(), saleId: sale.saleId, itemId: sale.items[0].itemId, userId: `buyer-${randomUUID()}` };
+  const order = { orderId: newOrderId(sale.saleId), saleId: sale.saleId, itemId: sale.items[0].itemId, userId: `buyer-${randomUUID()}` };
   return {
     orderId: order.orderId,
     placed: orderEvent('OrderPlaced', order, new Date()),

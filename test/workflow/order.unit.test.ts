@@ -11,9 +11,9 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import type { Activities, Settled } from '../../src/activities';
+import type { Activities } from '../../src/activities';
 import type { OrderEvent } from '../../src/order/events';
-import type { Order, OrderInput, PayResult, Payment } from '../../src/order/types';
+import type { Order, OrderInput, Outcome, PayResult, Payment } from '../../src/order/types';
 import { startOrderWorkflow } from '../../src/workflows/client';
 import { payUpdate } from '../../src/workflows/definitions';
 import { timeSkippingEnvironment } from '../temporalRuntime';
@@ -25,9 +25,9 @@ const PRICE = 1999;
 /** What the mocked activities answer for one order. */
 interface Script {
   /** placeOrder's answer, or the error it throws */
-  place: Settled | Error;
+  place: Outcome | Error;
   /** settleOrder's answer once the deadline has passed */
-  settle: Settled;
+  settle: Outcome;
   pay?: (payment: Payment) => PayResult;
 }
 
@@ -48,7 +48,7 @@ function record(orderId: string, name: keyof Activities, ...args: unknown[]): Sc
 }
 
 const mocked: Activities = {
-  async placeOrder(order: OrderInput): Promise<Settled> {
+  async placeOrder(order: OrderInput): Promise<Outcome> {
     const { place } = record(order.orderId, 'placeOrder');
     if (place instanceof Error) throw place;
     return place;
@@ -58,10 +58,10 @@ const mocked: Activities = {
     if (!pay) throw new Error('no payment scripted');
     return pay(payment);
   },
-  async settleOrder(order: OrderInput, atMs: number): Promise<Settled> {
+  async settleOrder(order: OrderInput, atMs: number): Promise<Outcome> {
     return record(order.orderId, 'settleOrder', atMs).settle;
   },
-  async rejectUnstored(order: OrderInput, reason: string): Promise<Settled> {
+  async rejectUnstored(order: OrderInput, reason: string): Promise<Outcome> {
     record(order.orderId, 'rejectUnstored', reason);
     return { status: 'REJECTED', reason };
   },
@@ -147,7 +147,7 @@ test('paid before its deadline (update pay): PAID at once, no settle and no comp
 });
 
 test('PostgreSQL refused it because another live order holds its unit (REJECTED SOLD_OUT): compensated, the unit kept out of stock', async () => {
-  const rejected: Settled = { status: 'REJECTED', reason: 'SOLD_OUT' };
+  const rejected: Outcome = { status: 'REJECTED', reason: 'SOLD_OUT' };
   const { order, handle } = await start({ place: rejected, settle: rejected });
   const result: Order = await handle.result();
   expect(result).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });

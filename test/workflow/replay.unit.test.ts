@@ -1,10 +1,10 @@
 /**
- * Replays of histories recorded by an earlier orderWorkflow, against today's: a deploy must not fail the orders
- * still in flight. histories/expired-before-compensation-step.binpb is an order that expired under the workflow of
- * 356fb56^ (mocked activities, time-skipping server; the History proto as fetchHistory() returned it, encoded:
- * the SDK's historyFromJSON fails in this install, its protobufjs is another copy than @temporalio/proto's): its settleOrder
- * released the unit itself, so its history has no releaseUnit step, and today's workflow must take the same
- * path when it replays it (patched('compensation-step') in src/workflows/order.ts), not schedule one.
+ * Replays of histories recorded by today's orderWorkflow: the guard for the next change, which must not fail the
+ * orders in flight at its deploy (a change of the steps fails these replays; it then needs `patched`).
+ * histories/*.binpb: orders run with mocked activities on the time-skipping server (as order.unit.test.ts runs
+ * them), their History proto as fetchHistory() returned it, encoded (the SDK's historyFromJSON fails in this
+ * install: its protobufjs is another copy than @temporalio/proto's). expired.binpb: placed, its window passed,
+ * settled EXPIRED, compensated. paid.binpb: placed, a malformed `paid` signal (its refund event), paid by `pay`.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,10 +16,12 @@ import { installTestRuntime } from '../temporalRuntime';
 jest.setTimeout(60_000);
 
 let bundle: WorkflowBundleWithSourceMap;
+let traced: Awaited<ReturnType<typeof buildWorkflowBundle>>;
 
 beforeAll(async () => {
   installTestRuntime();
   bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('WARN') });
+  traced = await buildWorkflowBundle(true);
 });
 
 /** @returns the history in the file, and the activity types of its local activity markers in order */
@@ -32,14 +34,12 @@ function recorded(file: string) {
   return { history, steps };
 }
 
-test('an order that expired before the compensation was a step replays without one', async () => {
-  const { history, steps } = recorded('expired-before-compensation-step.binpb');
-  expect(steps).toEqual(['placeOrder', 'settleOrder']);
+test.each([
+  ['expired.binpb', ['placeOrder', 'settleOrder', 'releaseUnit']],
+  ['paid.binpb', ['placeOrder', 'payOrder', 'publishEvent']],
+])('%s replays on today\'s workflow, untraced and traced (tracing switched on mid-sale fails no order in flight)', async (file, steps) => {
+  const { history, steps: recordedSteps } = recorded(file);
+  expect(recordedSteps).toEqual(steps);
   await expect(Worker.runReplayHistory({ workflowBundle: bundle }, history)).resolves.toBeUndefined();
-});
-
-test('an untraced order replays on the traced bundle: tracing switched on mid-sale fails no order in flight', async () => {
-  const { history } = recorded('expired-before-compensation-step.binpb');
-  const traced = await buildWorkflowBundle(true);
   await expect(Worker.runReplayHistory(traced, history)).resolves.toBeUndefined();
 });

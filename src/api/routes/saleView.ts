@@ -75,7 +75,15 @@ const PAGE_HEADERS = {
   'Strict-Transport-Security': 'max-age=31536000',
   'Referrer-Policy': 'no-referrer',
 };
-const PAGE_FILES: Record<string, string> = { 'sale.js': 'text/javascript; charset=utf-8', 'sale.css': 'text/css; charset=utf-8' };
+const SCRIPT = 'text/javascript; charset=utf-8';
+const PAGE_FILES: Record<string, string> = {
+  'sale.js': SCRIPT,
+  'page.js': SCRIPT,
+  'format.js': SCRIPT,
+  'render.js': SCRIPT,
+  'order.js': SCRIPT,
+  'sale.css': 'text/css; charset=utf-8',
+};
 
 /** GET /sale/{saleId}: the page, the same for every sale (its script reads the id from the path). */
 export function salePageHandler() {
@@ -88,7 +96,7 @@ export function salePageHandler() {
   };
 }
 
-/** GET /sale/assets/{file}: the page's script and style sheet. */
+/** GET /sale/assets/{file}: the page's script modules and style sheet. */
 export function saleAssetHandler() {
   const files = new Map(Object.entries(PAGE_FILES).map(([name, type]) => [name, { type, body: readFileSync(join(WEB, name), 'utf8') }]));
   return function asset(ctx: Context): void {

@@ -1,0 +1,127 @@
+/**
+ * How orders sit in PostgreSQL: the rules the statements share (payment window, stock epoch), the row as it reads,
+ * the constraints whose refusals are answers, the payment's one statement, and the live orders a rebuild reads.
+ */
+import type { Pool } from 'pg';
+import { paymentDeadlineMs, type Order, type OrderInput, type OrderStatus, type Outcome, type Payment } from './types';
+
+/**
+ * The payment-window rule, in SQL: a payment is taken while the deadline the buyer was shown is still ahead of
+ * `clock` (PostgreSQL's `now()`); the expiry needs it not to be (at the workflow's clock, the same on one host).
+ */
+export const windowOpen = (deadline: string, clock: string) => `${deadline} > ${clock}`;
+
+/**
+ * The stock-epoch rule, in SQL: the order's unit was taken in its stock shard's current epoch
+ * (migrations/…_stock-epochs.sql). Read FOR SHARE, so that a rebuild's move of the epoch waits for the stores
+ * under way and the stores after it see the new epoch.
+ */
+export const epochHolds = (saleId: string, shard: string, epoch: string) =>
+  `${epoch}::int = (SELECT epoch FROM stock_shards WHERE sale_id = ${saleId} AND shard = ${shard} FOR SHARE)`;
+
+export const ORDER_COLUMNS = `id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", status,
+  price_minor::float8 AS "priceMinor", payment_id AS "paymentId", reason, deadline_at AS "deadlineAt"`;
+
+/** An order as its row reads: Order, with the deadline as a Date and nulls where Order leaves a field out. */
+export type OrderRow = Omit<Order, 'paymentDeadline' | 'paymentId' | 'reason'> & { paymentId: string | null; reason: string | null; deadlineAt: Date };
+
+export function asOrder(row: OrderRow): Order {
+  return {
+    orderId: row.orderId,
+    saleId: row.saleId,
+    itemId: row.itemId,
+    userId: row.userId,
+    status: row.status,
+    priceMinor: row.priceMinor,
+    paymentDeadline: row.deadlineAt.toISOString(),
+    ...(row.paymentId && { paymentId: row.paymentId }),
+    ...(row.reason && { reason: row.reason }),
+  };
+}
+
+export function outcome(status: OrderStatus, paymentId: string | null | undefined, reason: string | null | undefined): Outcome {
+  return { status, ...(paymentId && { paymentId }), ...(reason && { reason }) };
+}
+
+const constraintOf = (err: unknown) => (err as { constraint?: unknown }).constraint;
+/**
+ * Why PostgreSQL refused to store a live order: its unit is held by another live order, or is none of the item's
+ * (Redis handed out a unit it should not have: I1 holds whatever Redis says), or its buyer holds another live
+ * order in the sale (I3); undefined for any other error.
+ */
+export function refusal(err: unknown): 'SOLD_OUT' | 'ALREADY_PURCHASED' | undefined {
+  const constraint = constraintOf(err);
+  if (constraint === 'orders_live_unit' || constraint === 'orders_live_unit_of_item') return 'SOLD_OUT';
+  if (constraint === 'orders_one_live_per_buyer') return 'ALREADY_PURCHASED';
+  return undefined;
+}
+/** The payment's id is recorded as taken for another order (the payments table's key): one payment pays one order. */
+export const isPaymentUsed = (err: unknown) => constraintOf(err) === 'payments_pkey';
+
+/**
+ * The payment's one statement. Its parts see one snapshot: the row as it was (`current`); the UPDATE that pays a
+ * payable row; the INSERT that stores the order PAID from its terms when there was no row, its deadline ahead
+ * and the amount its price, under place's guards (I1, I3); and the payment recorded as taken, which fails the
+ * whole statement when its paymentId paid another order.
+ * @returns paid (stored: by the INSERT), whether the paymentId had paid another order by the snapshot
+ *   (usedElsewhere), the row as the statement's snapshot saw it (undefined: none), and
+ *   whether the terms' deadline is ahead by PostgreSQL's clock (false without terms)
+ * @throws pg errors: payments_pkey (paymentId used), place's refusals (refusal()) from the INSERT
+ */
+export async function payOrStore(pool: Pool, orderId: string, payment: Payment, terms: OrderInput | undefined) {
+  const res = await pool.query<{ paid: number; stored: number; usedElsewhere: boolean; status: OrderStatus | null; paymentId: string | null; priceMinor: number | null; open: boolean | null; termsOpen: boolean | null }>(
+    `WITH current AS (
+       SELECT status, payment_id, price_minor, ${windowOpen('deadline_at', 'now()')} AS open FROM orders WHERE id = $1
+     ), paid AS (
+       UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
+       WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} AND price_minor = $3 RETURNING id
+     ), stored AS (
+       INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at, stock_shard, unit, item_quantity)
+       SELECT $1, $4, $5, $6, 'PAID', $7, $2, $8, $9, $10, $11, (SELECT quantity FROM items WHERE id = $5)
+       WHERE $4::int IS NOT NULL AND NOT EXISTS (SELECT 1 FROM current) AND ${windowOpen('$9::timestamptz', 'now()')} AND $7::bigint = $3
+         AND ${epochHolds('$4', '$10', '$12')}
+       ON CONFLICT (id) DO NOTHING RETURNING id
+     ), taken AS (
+       INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $2, id, $3 FROM (SELECT id FROM paid UNION ALL SELECT id FROM stored) p
+     )
+     SELECT (SELECT count(*) FROM paid)::int AS paid, (SELECT count(*) FROM stored)::int AS stored, c.status,
+            EXISTS (SELECT 1 FROM payments WHERE payment_id = $2 AND order_id <> $1) AS "usedElsewhere",
+            c.payment_id AS "paymentId", c.price_minor::float8 AS "priceMinor", c.open,
+            ${windowOpen('$9::timestamptz', 'now()')} AS "termsOpen"
+     FROM (SELECT) one LEFT JOIN current c ON true`,
+    [
+      orderId,
+      payment.paymentId,
+      payment.amount,
+      terms?.saleId ?? null,
+      terms?.itemId ?? null,
+      terms?.userId ?? null,
+      terms?.priceMinor ?? null,
+      terms ? new Date(terms.reservedAtMs) : null,
+      terms ? new Date(paymentDeadlineMs(terms)) : null,
+      terms ? (terms.stockShard ?? 0) : null,
+      terms?.unit ?? null,
+      terms?.stockEpoch ?? null,
+    ],
+  );
+  const { paid, stored, usedElsewhere, status, paymentId, priceMinor, open, termsOpen } = res.rows[0];
+  return {
+    paid: paid + stored === 1,
+    usedElsewhere,
+    termsOpen: termsOpen === true,
+    stored: stored === 1,
+    row: status === null ? undefined : { status, paymentId, priceMinor: priceMinor as number, open: open as boolean },
+  };
+}
+
+/** @returns the sale's PENDING and PAID orders (which hold units, I2) with their terms, for a rebuild of Redis */
+export async function liveOrders(pool: Pool, saleId: number): Promise<OrderInput[]> {
+  const res = await pool.query<OrderInput>(
+    `SELECT id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", price_minor::float8 AS "priceMinor",
+            (extract(epoch FROM reserved_at) * 1000)::float8 AS "reservedAtMs",
+            (extract(epoch FROM deadline_at - reserved_at) * 1000)::float8 AS "paymentWindowMs", stock_shard AS "stockShard", unit
+     FROM orders WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`,
+    [saleId],
+  );
+  return res.rows;
+}
