@@ -16,9 +16,10 @@ import type { OrderInput, Outcome, PayResult, Payment } from '../order/types';
 import type { ReservationStore } from '../reservation/store';
 import { activeTraceParent } from '../tracing';
 
+/** What the activities use of the order's store, the event publisher and the reservations. */
 export interface ActivityDeps {
-  orders: Orders;
-  events: EventPublisher;
+  orders: Pick<Orders, 'stored' | 'place' | 'pay' | 'settle'>;
+  events: Pick<EventPublisher, 'publish'>;
   reservations: Pick<ReservationStore, 'release'>;
 }
 

@@ -1,0 +1,149 @@
+/**
+ * The activities (src/activities/index.ts) in Temporal's MockActivityEnvironment, over fakes of the order's store,
+ * the publisher and the reservations: which store call each makes, the event it publishes (or not), what it
+ * answers, and which failures are business outcomes (non-retryable) rather than retries. The real stores:
+ * test/workflow/activities.test.ts.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
+import { createActivities, type ActivityDeps } from '../../src/activities';
+import type { OrderEvent } from '../../src/order/events';
+import type { OrderInput, Outcome, PayResult, Payment } from '../../src/order/types';
+
+const order: OrderInput = {
+  orderId: '0000002a-1234-8abc-9def-123456789abc',
+  saleId: 42,
+  itemId: 7,
+  userId: 'alice',
+  priceMinor: 1999,
+  paymentWindowMs: 600_000,
+  reservedAtMs: Date.parse('2026-12-06T10:00:00Z'),
+  stockShard: 0,
+  unit: 3,
+  stockEpoch: 1,
+};
+const payment: Payment = { paymentId: 'pay-1', amount: 1999 };
+/** The activities' own log lines (a failed activity is logged) are what the assertions check; kept off the output. */
+const quiet = new DefaultLogger('ERROR', () => undefined);
+
+/** A store whose answers each test sets, recording its calls. */
+function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayResult; settle?: (Outcome & { priceMinor: number }) | undefined }) {
+  const calls: string[] = [];
+  const published: OrderEvent[] = [];
+  const released: [string, boolean][] = [];
+  const deps: ActivityDeps = {
+    orders: {
+      stored: async () => {
+        calls.push('stored');
+        return answers.stored;
+      },
+      place: async () => {
+        calls.push('place');
+        if (answers.place instanceof Error) throw answers.place;
+        return answers.place ?? { status: 'PENDING' };
+      },
+      pay: (async () => {
+        calls.push('pay');
+        return answers.pay ?? { error: 'ORDER_NOT_PENDING' };
+      }) as ActivityDeps['orders']['pay'],
+      settle: async () => {
+        calls.push('settle');
+        return answers.settle;
+      },
+    },
+    events: {
+      publish: async (event) => {
+        published.push(event);
+      },
+    },
+    reservations: {
+      release: async (o, unitBack) => {
+        released.push([o.orderId, unitBack ?? true]);
+      },
+    },
+  };
+  return { activities: createActivities(deps), calls, published, released, env: new MockActivityEnvironment(undefined, { logger: quiet }) };
+}
+
+const types = (events: OrderEvent[]) => events.map((e) => e.type);
+
+describe('placeOrder', () => {
+  test('a row the starter stored is read, not inserted again; OrderPlaced is published; its outcome answered', async () => {
+    const { activities, calls, published, env } = fakes({ stored: { status: 'PENDING' } });
+    await expect(env.run(activities.placeOrder, order)).resolves.toEqual({ status: 'PENDING' });
+    expect(calls).toEqual(['stored']);
+    expect(types(published)).toEqual(['OrderPlaced']);
+    expect(published[0]).toMatchObject({ orderId: order.orderId, saleId: 42, itemId: 7, userId: 'alice' });
+  });
+
+  test('no row: the order is placed; a refusal is an answer (REJECTED), still with its OrderPlaced', async () => {
+    const { activities, calls, published, env } = fakes({ place: { status: 'REJECTED', reason: 'SOLD_OUT' } });
+    await expect(env.run(activities.placeOrder, order)).resolves.toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
+    expect(calls).toEqual(['stored', 'place']);
+    expect(types(published)).toEqual(['OrderPlaced']);
+  });
+
+  test('a row PostgreSQL cannot store at all (a constraint violation) fails non-retryably, publishing nothing', async () => {
+    const violation = Object.assign(new Error('new row violates check constraint'), { code: '23514' });
+    const { activities, published, env } = fakes({ place: violation });
+    const failure = await env.run(activities.placeOrder, order).catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect(failure).toMatchObject({ type: 'CONSTRAINT_VIOLATION', nonRetryable: true });
+    expect(published).toEqual([]);
+  });
+
+  test('PostgreSQL away is thrown as it is, for the activity to be retried', async () => {
+    const away = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const { activities, env } = fakes({ place: away });
+    await expect(env.run(activities.placeOrder, order)).rejects.toBe(away);
+  });
+});
+
+describe('payOrder', () => {
+  test('PAID: OrderPaid with the payment id and amount', async () => {
+    const { activities, published, env } = fakes({ pay: { status: 'PAID', paymentId: 'pay-1' } });
+    await expect(env.run(activities.payOrder, order, payment)).resolves.toEqual({ status: 'PAID', paymentId: 'pay-1' });
+    expect(published).toHaveLength(1);
+    expect(published[0]).toMatchObject({ type: 'OrderPaid', paymentId: 'pay-1', amount: 1999 });
+  });
+
+  test('a refusal is answered and publishes nothing', async () => {
+    const { activities, published, env } = fakes({ pay: { error: 'PAYMENT_WINDOW_CLOSED' } });
+    await expect(env.run(activities.payOrder, order, payment)).resolves.toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
+    expect(published).toEqual([]);
+  });
+});
+
+describe('settleOrder', () => {
+  test.each([
+    [{ status: 'EXPIRED' as const, priceMinor: 1999 }, ['OrderExpired']],
+    [{ status: 'PAID' as const, paymentId: 'pay-9', priceMinor: 1999 }, ['OrderPaid']],
+    [{ status: 'REJECTED' as const, reason: 'STOCK_REBUILT', priceMinor: 1999 }, ['OrderRejected']],
+    [{ status: 'PENDING' as const, priceMinor: 1999 }, []],
+  ])('%o publishes %o and answers the outcome without its price', async (settled, events) => {
+    const { activities, published, env } = fakes({ settle: settled });
+    const { priceMinor, ...outcome } = settled;
+    await expect(env.run(activities.settleOrder, order, Date.now())).resolves.toEqual(outcome);
+    expect(types(published)).toEqual(events);
+    if (settled.status === 'PAID') expect(published[0]).toMatchObject({ paymentId: 'pay-9', amount: priceMinor });
+  });
+
+  test('an order without a row fails non-retryably ORDER_NOT_FOUND', async () => {
+    const { activities, env } = fakes({ settle: undefined });
+    await expect(env.run(activities.settleOrder, order, Date.now())).rejects.toMatchObject({ type: 'ORDER_NOT_FOUND', nonRetryable: true });
+  });
+});
+
+test('rejectUnstored publishes OrderRejected with the reason and answers REJECTED', async () => {
+  const { activities, published, env } = fakes({});
+  await expect(env.run(activities.rejectUnstored, order, 'CONSTRAINT_VIOLATION')).resolves.toEqual({ status: 'REJECTED', reason: 'CONSTRAINT_VIOLATION' });
+  expect(published).toHaveLength(1);
+  expect(published[0]).toMatchObject({ type: 'OrderRejected', reason: 'CONSTRAINT_VIOLATION' });
+});
+
+test.each([true, false])('releaseUnit hands the release its flag as it is (unitBack %s)', async (unitBack) => {
+  const { activities, released, env } = fakes({});
+  await env.run(activities.releaseUnit, order, unitBack);
+  expect(released).toEqual([[order.orderId, unitBack]]);
+});
