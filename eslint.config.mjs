@@ -52,6 +52,16 @@ export default tseslint.config(
       ],
     },
   },
+  // The suites import the product and test/support/, never a tool, but for the suites of the demo and of the fault
+  // campaign themselves.
+  {
+    files: ['test/**/*.ts'],
+    ignores: ['test/chaos.test.ts', 'test/chaos.unit.test.ts', 'test/demo.test.ts'],
+    plugins: { import: importPlugin },
+    rules: {
+      'import/no-restricted-paths': ['error', { zones: [{ target: './test', from: './tools', message: 'a suite imports src/ and test/support/, not tools/' }] }],
+    },
+  },
   // Rooms small enough to read whole: no module of src over 250 lines, no function over 80.
   {
     files: ['src/**/*.ts', 'src/**/*.js'],

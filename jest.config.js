@@ -15,9 +15,9 @@ module.exports = {
   },
   transformIgnorePatterns: ['/node_modules/(?!jose/)'],
   testTimeout: 60000,
-  // The suites' own database, Redis database, topic and namespace, never the user's (test/environment.ts).
-  globalSetup: '<rootDir>/test/global-setup.ts',
-  setupFiles: ['<rootDir>/test/setup-env.ts'],
+  // The suites' own database, Redis database, topic and namespace, never the user's (test/support/environment.ts).
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  setupFiles: ['<rootDir>/test/support/setup-env.ts'],
   // What the suites' clients print to the console (kafkajs reconnecting through a broker outage, the Temporal
   // worker's state changes) is captured, not printed, so a green run reads as one: TEST_VERBOSE=1 prints it.
   silent: process.env.TEST_VERBOSE !== '1',

@@ -3,7 +3,7 @@
  * auto.create.topics.enable=false (docs/design.md: topics are created up front, never auto-created).
  * Then waits for the group coordinator, so the broker is ready for consumer groups too.
  * Run by scripts/services.sh after the broker listens:  npx tsx scripts/kafka-topics.ts; the test suites'
- * set-up (test/environment.ts) calls ensureTopic for their own topic.
+ * set-up (test/support/environment.ts) calls ensureTopic for their own topic.
  * Settings come from scripts/stack.env (environment wins). Prints one line; exits 1 on failure.
  */
 import { Kafka, logLevel } from 'kafkajs';

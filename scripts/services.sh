@@ -356,7 +356,7 @@ pg_wait() {
 
 # pg_role_and_database SOCKET_DIR PORT USER PASSWORD LOG: the role and its database PGDATABASE, idempotently,
 # through the cluster's socket; ALTER keeps the password in step. CREATEDB: the test suites create their own
-# database (test/environment.ts), apart from the user's.
+# database (test/support/environment.ts), apart from the user's.
 pg_role_and_database() {
   as_pg "$PG_BIN/psql" -X -q -h "$1" -p "$2" -U "$PG_OS_USER" -d postgres -v ON_ERROR_STOP=1 \
     -v user="$3" -v pass="$4" -v db="$PGDATABASE" >>"$5" 2>&1 <<'SQL'

@@ -4,7 +4,7 @@
 # (installing what is missing), builds the services (`npm run build`: the suites that run the API and the worker
 # as processes run the compiled ones) and runs every other jest suite against the real servers, on the pinned
 # Node.js (scripts/node-env.sh). Extra arguments go to the second jest run (e.g. `npm test -- test/api`). The suites use their own database, Redis database, topic and
-# namespace (test/environment.ts), never the user's. Ends with a plain "N passed, N failed" line for CI.
+# namespace (test/support/environment.ts), never the user's. Ends with a plain "N passed, N failed" line for CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/node-env.sh
@@ -14,7 +14,7 @@ node_modules/.bin/eslint .
 node_modules/.bin/tsc --noEmit -p .
 bash scripts/test-unit.sh
 # With the secured copy of the stack (TLS and credentials), which test/secure.test.ts runs an order through, the
-# local Redis Cluster of test/cluster/ and the real Temporal server of test/workflow/real-server.test.ts.
+# local Redis Cluster of test/cluster/ and the real Temporal server of test/e2e/real-server.test.ts.
 bash scripts/services.sh up --secure --cluster --temporal-server
 npm run -s build
 status=0

@@ -12,9 +12,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { saleGateOf } from '../tools/shared/crowd';
-import { freePort, startChild, type Child } from '../tools/shared/processes';
-import { buyerToken, connectClients, createTestSale, testConfig, until, type Clients } from './helpers';
+import { saleGateOf } from './support/crowd';
+import { freePort, startChild, type Child } from './support/processes';
+import { buyerToken, connectClients, createTestSale, testConfig, until, type Clients } from './support/helpers';
 
 jest.setTimeout(240_000);
 

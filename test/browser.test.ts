@@ -11,8 +11,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { Sale } from '../src/sale/sales';
-import { buyerToken, createTestSale, testConfig } from './helpers';
-import { useAppHarness } from './api/harness';
+import { buyerToken, createTestSale, testConfig } from './support/helpers';
+import { useAppHarness } from './support/apiHarness';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SHOTS = join(__dirname, '..', 'reports', 'test', 'browser');

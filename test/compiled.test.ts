@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { stackEnv } from '../scripts/stack-env';
 import { connectTemporal } from '../src/workflows/client';
-import { startChild, type Child } from '../tools/shared/processes';
-import { buyerToken, connectClients, createTestSale, freePort, testConfig, until, type Clients } from './helpers';
+import { startChild, type Child } from './support/processes';
+import { buyerToken, connectClients, createTestSale, freePort, testConfig, until, type Clients } from './support/helpers';
 
 const ROOT = join(__dirname, '..');
 const DIST = join(ROOT, 'dist');

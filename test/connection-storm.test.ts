@@ -11,11 +11,11 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import type { Config } from '../src/config';
 import { shardQuantity } from '../src/reservation/layout';
-import { useAppHarness } from './api/harness';
-import { bounded, buyerToken, createTestSale, orderResult, settledAudit, testConfig, until } from './helpers';
-import type { ApiReply } from './openapi';
-import { dropConnections } from '../tools/shared/redisFaults';
-import { clusterConfig, clusterNodesInfo } from './cluster/cluster';
+import { useAppHarness } from './support/apiHarness';
+import { bounded, buyerToken, createTestSale, orderResult, settledAudit, testConfig, until } from './support/helpers';
+import type { ApiReply } from './support/openapi';
+import { dropConnections } from './support/connectionDrops';
+import { clusterConfig, clusterNodesInfo } from './support/cluster';
 
 jest.setTimeout(240_000);
 

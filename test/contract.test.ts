@@ -14,8 +14,8 @@ import { once } from 'node:events';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SaleGates } from '../src/api/saleGate';
-import { buyerToken, createTestSale, testConfig } from './helpers';
-import { useAppHarness } from './api/harness';
+import { buyerToken, createTestSale, testConfig } from './support/helpers';
+import { useAppHarness } from './support/apiHarness';
 
 const ROOT = join(__dirname, '..');
 const ST = join(ROOT, '.local', 'venv', 'bin', 'st');

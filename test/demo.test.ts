@@ -10,12 +10,12 @@ import { loadConfig } from '../src/config';
 import { createKafka } from '../src/infra/kafka';
 import { connectTemporal } from '../src/workflows/client';
 import { SaleIdKey } from '../src/workflows/definitions';
-import { freePort } from '../tools/shared/processes';
+import { freePort } from './support/processes';
 import { runDemo, DEFAULT_DEMO } from '../tools/demo/run';
 import { stackEnv } from '../scripts/stack-env';
-import { prepareEnvironment, TEST_ENVIRONMENT } from './environment';
-import globalSetup from './global-setup';
-import { connectClients } from './helpers';
+import { prepareEnvironment, TEST_ENVIRONMENT } from './support/environment';
+import globalSetup from './support/global-setup';
+import { connectClients } from './support/helpers';
 
 /** A user's stack, as far as names go: not the suites' (TEST_ENVIRONMENT), not the real user's defaults. */
 const USER_STAND_IN = {

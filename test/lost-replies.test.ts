@@ -1,7 +1,7 @@
 /**
  * A reply lost after Redis ran a script (I1, I2, I3, I5): proxies in front of the single Redis and of each master
  * of the local cluster let every 4th script run and then close the connection instead of passing its reply back
- * (test/redisFaults.ts). The store cannot tell whether the script ran, runs it again (client.ts, idempotent), and
+ * (test/support/replyLoss.ts). The store cannot tell whether the script ran, runs it again (client.ts, idempotent), and
  * must get the first run's answer. A crowd presses once each for half as many units as buyers, through the
  * store; then every reservation is released through the same losing proxies, as the orders' expiry does.
  * Before the fix, reserve.lua and claim.lua answered a second run with the buyer's own order (409), and a take
@@ -14,9 +14,9 @@ import { repairClaims } from '../src/reservation/claims';
 import { shardKeys, shardUnits } from '../src/reservation/layout';
 import { ReservationStore, type ReserveOutcome } from '../src/reservation/store';
 import type { Config } from '../src/config';
-import { bounded, connectClients, createTestSale, testConfig, type Clients } from './helpers';
-import { ReplyLosingProxy } from './redisFaults';
-import { clusterConfig, clusterNodesInfo } from './cluster/cluster';
+import { bounded, connectClients, createTestSale, testConfig, type Clients } from './support/helpers';
+import { ReplyLosingProxy } from './support/replyLoss';
+import { clusterConfig, clusterNodesInfo } from './support/cluster';
 
 jest.setTimeout(120_000);
 

@@ -13,10 +13,10 @@ import { promisify } from 'node:util';
 import { SignJWT } from 'jose';
 import { startApi, type RunningApi } from '../src/api/main';
 import { ConfigError, loadConfig, type Config } from '../src/config';
-import { startChild, type Child } from '../tools/shared/processes';
-import { prepareEnvironment, TEST_ENVIRONMENT } from './environment';
-import { freePort } from './helpers';
-import { secureEnv } from './secureStack';
+import { startChild, type Child } from './support/processes';
+import { prepareEnvironment, TEST_ENVIRONMENT } from './support/environment';
+import { freePort } from './support/helpers';
+import { secureEnv } from './support/secureStack';
 
 const ROOT = join(__dirname, '..');
 const ISSUER = 'https://id.flash-sale.test/';

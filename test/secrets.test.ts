@@ -12,8 +12,8 @@ import { promisify } from 'node:util';
 import Redis from 'ioredis';
 import { createLogger } from '../src/infra/logger';
 import { createRedis } from '../src/reservation/client';
-import { testConfig } from './helpers';
-import { startRedisServer, type RedisServer } from './redisServer';
+import { testConfig } from './support/helpers';
+import { startRedisServer, type RedisServer } from './support/redisServer';
 
 const ROOT = join(__dirname, '..');
 const PASSWORD = `first-${randomUUID()}`;

@@ -18,11 +18,11 @@ import { kafkaConnection } from '../src/infra/connections';
 import { connectTemporal } from '../src/workflows/client';
 import { buildWorkflowBundle } from '../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../src/worker/main';
-import { prepareEnvironment } from './environment';
-import { buyerToken, connectClients, createTestSale, orderResult, orderRow, until, type Clients } from './helpers';
-import { openEventTap, type EventTap } from './kafka';
-import { secureEnv } from './secureStack';
-import { installTestRuntime } from './temporalRuntime';
+import { prepareEnvironment } from './support/environment';
+import { buyerToken, connectClients, createTestSale, orderResult, orderRow, until, type Clients } from './support/helpers';
+import { openEventTap, type EventTap } from './support/kafka';
+import { secureEnv } from './support/secureStack';
+import { installTestRuntime } from './support/temporalRuntime';
 
 const ROOT = join(__dirname, '..');
 const SECURE = join(ROOT, '.local', 'secure');

@@ -18,11 +18,11 @@ import { Worker } from '@temporalio/worker';
 import { connectTemporal } from '../src/workflows/client';
 import type { SpanLine } from '../src/tracing';
 import { readSpanFiles } from '../src/tracing/timeline';
-import { saleGateOf } from '../tools/shared/crowd';
-import { freePort, startChild, type Child } from '../tools/shared/processes';
-import { buyerToken, connectClients, createTestSale, orderResult, testConfig, until, type Clients } from './helpers';
-import { openEventTap, type EventTap } from './kafka';
-import { installTestRuntime } from './temporalRuntime';
+import { saleGateOf } from './support/crowd';
+import { freePort, startChild, type Child } from './support/processes';
+import { buyerToken, connectClients, createTestSale, orderResult, testConfig, until, type Clients } from './support/helpers';
+import { openEventTap, type EventTap } from './support/kafka';
+import { installTestRuntime } from './support/temporalRuntime';
 
 jest.setTimeout(180_000);
 

@@ -102,5 +102,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, role: Role = 's
   throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
 }
 
-/** The variables the configuration reads, for the documentation's table (test/config.unit.test.ts). */
+/** The variables the configuration reads, for the documentation's table (test/config/config.unit.test.ts). */
 export const CONFIG_VARIABLES: readonly string[] = Object.keys(fields.shape);

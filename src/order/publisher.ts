@@ -31,7 +31,7 @@ interface Waiting {
  * the broker is away, and a second send of the same event beside the first lands a copy, maybe after the
  * order's final event. A deadline of the publisher's own, shorter than the activity's, did not stop that: a
  * send that gives up while a request is in doubt (written to a broker that restarts, its answer lost) may
- * still have landed, and the retry lands it again (seen in test/workflow/kafka-outage.test.ts). So a send is
+ * still have landed, and the retry lands it again (seen in test/e2e/kafka-outage.test.ts). So a send is
  * never abandoned: on a client made with UNTIL_ANSWERED retries (connecting included) the idempotent producer
  * retries it until the broker answers, with the same sequence number, which the broker drops if it has it
  * already; and a publish of an event that is waiting or on its way joins it instead of sending another.

@@ -115,7 +115,7 @@ async function place(order: OrderInput): Promise<{ placed: Outcome; unstored: bo
   } catch (err) {
     // PostgreSQL refused the row itself (a constraint the order cannot meet): nothing holds the unit but Redis.
     // A local activity's failure reaches the workflow as the activity threw it, without an ActivityFailure
-    // around it (SDK 1.24; test/workflow/order.unit.test.ts), a scheduled activity's inside one.
+    // around it (SDK 1.24; test/workflows/order.unit.test.ts), a scheduled activity's inside one.
     const failure = err instanceof ActivityFailure ? err.cause : err;
     if (!(failure instanceof ApplicationFailure && failure.nonRetryable)) throw err;
     return { placed: await local.rejectUnstored(order, failure.type ?? 'CONSTRAINT_VIOLATION'), unstored: true };

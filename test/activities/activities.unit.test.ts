@@ -2,7 +2,7 @@
  * The activities (src/activities/index.ts) in Temporal's MockActivityEnvironment, over fakes of the order's store,
  * the publisher and the reservations: which store call each makes, the event it publishes (or not), what it
  * answers, and which failures are business outcomes (non-retryable) rather than retries. The real stores:
- * test/workflow/activities.test.ts.
+ * test/activities/activities.test.ts.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';

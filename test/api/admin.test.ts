@@ -6,9 +6,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { saleKeys } from '../../src/reservation/layout';
-import { buyerToken, eventually, testConfig, unload, type Clients } from '../helpers';
-import type { ApiBody, Http } from '../openapi';
-import { useAppHarness } from './harness';
+import { buyerToken, eventually, testConfig, unload, type Clients } from '../support/helpers';
+import type { ApiBody, Http } from '../support/openapi';
+import { useAppHarness } from '../support/apiHarness';
 
 const config = testConfig();
 const app = useAppHarness(config, 'admin');

@@ -9,9 +9,9 @@ import { randomUUID } from 'node:crypto';
 import { SaleGates } from '../../src/api/saleGate';
 import { saleKeys } from '../../src/reservation/layout';
 import type { Sale } from '../../src/sale/sales';
-import { buyerToken, createTestSale, eventually, testConfig } from '../helpers';
-import { openEventTap, type EventTap } from '../kafka';
-import { useAppHarness } from './harness';
+import { buyerToken, createTestSale, eventually, testConfig } from '../support/helpers';
+import { openEventTap, type EventTap } from '../support/kafka';
+import { useAppHarness } from '../support/apiHarness';
 
 const PER_BUYER = 5;
 const PER_IP = 12;

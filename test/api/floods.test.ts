@@ -11,8 +11,8 @@ import { randomInt } from 'node:crypto';
 import type { Pool } from 'pg';
 import { startApi, type RunningApi } from '../../src/api/main';
 import * as db from '../../src/infra/db';
-import { latencySummary } from '../../tools/demo/stats';
-import { bounded, buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { latencySummary } from '../support/stats';
+import { bounded, buyerToken, connectClients, createTestSale, testConfig, type Clients } from '../support/helpers';
 
 const PRICE = 1999;
 const FLOOD_READS = 20_000;

@@ -15,8 +15,8 @@ import { buyerAuthenticator, type Authentication } from '../../src/api/auth';
 import { startApi } from '../../src/api/main';
 import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/infra/logger';
-import { testConfig } from '../helpers';
-import { http } from '../openapi';
+import { testConfig } from '../support/helpers';
+import { http } from '../support/openapi';
 
 let server: Server;
 let url: string;

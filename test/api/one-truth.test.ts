@@ -7,9 +7,9 @@
  * openapi.yaml.
  */
 import { randomUUID } from 'node:crypto';
-import { buyerToken, createTestSale, testConfig, type Clients } from '../helpers';
-import type { Http } from '../openapi';
-import { useAppHarness } from './harness';
+import { buyerToken, createTestSale, testConfig, type Clients } from '../support/helpers';
+import type { Http } from '../support/openapi';
+import { useAppHarness } from '../support/apiHarness';
 
 const BUYERS = 40;
 const WINDOW_MS = 2000;

@@ -3,7 +3,7 @@
  * reject what it does not, or the checks wrapped around every API test's fetch would prove nothing.
  */
 import { randomUUID } from 'node:crypto';
-import { ConformanceError, validateResponse, type ObservedResponse } from '../openapi';
+import { ConformanceError, validateResponse, type ObservedResponse } from '../support/openapi';
 
 function observed(method: string, path: string, status: number, body: unknown, headers: Record<string, string> = {}): ObservedResponse {
   const text = typeof body === 'string' ? body : JSON.stringify(body);

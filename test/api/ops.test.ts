@@ -5,9 +5,9 @@
  * Every response is checked against openapi.yaml.
  */
 import { randomUUID } from 'node:crypto';
-import { buyerToken, createTestSale, eventually, testConfig, type Clients } from '../helpers';
-import { openApiDocument, type Http } from '../openapi';
-import { useAppHarness } from './harness';
+import { buyerToken, createTestSale, eventually, testConfig, type Clients } from '../support/helpers';
+import { openApiDocument, type Http } from '../support/openapi';
+import { useAppHarness } from '../support/apiHarness';
 
 const config = testConfig();
 const app = useAppHarness(config, 'ops');

@@ -12,9 +12,9 @@ import pino from 'pino';
 import { startApi } from '../../src/api/main';
 import { newOrderId } from '../../src/order/orderId';
 import type { Sale } from '../../src/sale/sales';
-import { buyerToken, type Clients, createTestSale, eventually, orderResult, orderRow, testConfig } from '../helpers';
-import { http, type Http } from '../openapi';
-import { useAppHarness } from './harness';
+import { buyerToken, type Clients, createTestSale, eventually, orderResult, orderRow, testConfig } from '../support/helpers';
+import { http, type Http } from '../support/openapi';
+import { useAppHarness } from '../support/apiHarness';
 
 const PRICE = 1999;
 const config = testConfig();

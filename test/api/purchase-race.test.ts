@@ -13,9 +13,9 @@ import { saleKeys } from '../../src/reservation/layout';
 import { connectTemporal } from '../../src/workflows/client';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
-import { bounded, buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
-import { http, type ApiReply, type Http } from '../openapi';
-import { installTestRuntime } from '../temporalRuntime';
+import { bounded, buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../support/helpers';
+import { http, type ApiReply, type Http } from '../support/openapi';
+import { installTestRuntime } from '../support/temporalRuntime';
 
 const run = randomUUID().slice(0, 8);
 const config = testConfig();

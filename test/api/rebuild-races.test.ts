@@ -13,7 +13,7 @@ import type { OrderInput } from '../../src/order/types';
 import { saleKeys } from '../../src/reservation/layout';
 import { loadSale, RebuildNeeded } from '../../src/sale/sales';
 import { connectTemporal, startOrderWorkflow } from '../../src/workflows/client';
-import { connectClients, createTestSale, orderRow, reserveUnit, testConfig, type Clients } from '../helpers';
+import { connectClients, createTestSale, orderRow, reserveUnit, testConfig, type Clients } from '../support/helpers';
 
 const config = testConfig();
 let clients: Clients;

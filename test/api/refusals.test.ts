@@ -12,9 +12,9 @@ import { generateKeyPair, SignJWT } from 'jose';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { saleKeys } from '../../src/reservation/layout';
 import type { Sale } from '../../src/sale/sales';
-import { buyerToken, eventually, createTestSale, rawRequest, testConfig, type Clients, until } from '../helpers';
-import { http, type CallOptions, type Http } from '../openapi';
-import { useAppHarness } from './harness';
+import { buyerToken, eventually, createTestSale, rawRequest, testConfig, type Clients, until } from '../support/helpers';
+import { http, type CallOptions, type Http } from '../support/openapi';
+import { useAppHarness } from '../support/apiHarness';
 
 const config = testConfig();
 const app = useAppHarness(config, 'refusals');

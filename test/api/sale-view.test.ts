@@ -5,9 +5,9 @@
  */
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { startApi } from '../../src/api/main';
-import { buyerToken, createTestSale, eventually, rawRequest, testConfig, type Clients } from '../helpers';
-import { http, type Http } from '../openapi';
-import { useAppHarness } from './harness';
+import { buyerToken, createTestSale, eventually, rawRequest, testConfig, type Clients } from '../support/helpers';
+import { http, type Http } from '../support/openapi';
+import { useAppHarness } from '../support/apiHarness';
 
 const config = testConfig();
 const app = useAppHarness(config, 'sale-view');

@@ -3,7 +3,7 @@
  * PostgreSQL that drops or stalls connections turns purchases into 503 with nothing changed; and a private
  * Redis (a redis-server this suite starts and kills, never the shared one, without persistence) that dies
  * mid-sale turns purchases, payments and reads of orders without a row into 503 and /readyz into 503, then comes back empty and is rebuilt from
- * PostgreSQL. Temporal's faults are test/api/start-queue.test.ts's. Every HTTP response is checked against
+ * PostgreSQL. Temporal's faults are test/starter/start-queue.test.ts's. Every HTTP response is checked against
  * openapi.yaml.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -19,9 +19,9 @@ import { saleKeys } from '../../src/reservation/layout';
 import { connectTemporal } from '../../src/workflows/client';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
-import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../helpers';
-import { http } from '../openapi';
-import { installTestRuntime } from '../temporalRuntime';
+import { buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../support/helpers';
+import { http } from '../support/openapi';
+import { installTestRuntime } from '../support/temporalRuntime';
 
 const run = randomUUID().slice(0, 8);
 const config = testConfig();

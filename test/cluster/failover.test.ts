@@ -14,11 +14,11 @@ import { startApi, type RunningApi } from '../../src/api/main';
 import { connectTemporal } from '../../src/workflows/client';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
-import { buyerToken, connectClients, createTestSale, until, type Clients } from '../helpers';
-import { http, type ApiReply } from '../openapi';
-import { installTestRuntime } from '../temporalRuntime';
-import { dropReplicaLinks, replicaPort } from '../../tools/shared/localCluster';
-import { clusterConfig, clusterNodesInfo, masterOf, nodePid, restoreCluster } from './cluster';
+import { buyerToken, connectClients, createTestSale, until, type Clients } from '../support/helpers';
+import { http, type ApiReply } from '../support/openapi';
+import { installTestRuntime } from '../support/temporalRuntime';
+import { dropReplicaLinks, replicaPort } from '../support/localCluster';
+import { clusterConfig, clusterNodesInfo, masterOf, nodePid, restoreCluster } from '../support/cluster';
 
 jest.setTimeout(240_000);
 

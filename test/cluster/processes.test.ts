@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { shardKeys } from '../../src/reservation/layout';
 import { connectTemporal } from '../../src/workflows/client';
-import { startChild, type Child } from '../../tools/shared/processes';
-import { bounded, buyerToken, connectClients, createTestSale, freePort, until, type Clients } from '../helpers';
-import { http, type ApiReply } from '../openapi';
-import { clusterConfig, clusterNodes } from './cluster';
+import { startChild, type Child } from '../support/processes';
+import { bounded, buyerToken, connectClients, createTestSale, freePort, until, type Clients } from '../support/helpers';
+import { http, type ApiReply } from '../support/openapi';
+import { clusterConfig, clusterNodes } from '../support/cluster';
 
 const config = clusterConfig();
 const accepted: string[] = [];

@@ -11,11 +11,11 @@ import { newOrderId } from '../../src/order/orderId';
 import type { OrderInput } from '../../src/order/types';
 import { ReplicationBarrier } from '../../src/reservation/replication';
 import { ReservationStore } from '../../src/reservation/store';
-import { migrateSlot, replicaPort } from '../../tools/shared/localCluster';
-import { useAppHarness } from '../api/harness';
-import { bounded, buyerToken, createTestSale, settledAudit } from '../helpers';
-import type { ApiReply } from '../openapi';
-import { clusterConfig, clusterNodesInfo, masterOf, nodePid } from './cluster';
+import { migrateSlot, replicaPort } from '../support/localCluster';
+import { useAppHarness } from '../support/apiHarness';
+import { bounded, buyerToken, createTestSale, settledAudit } from '../support/helpers';
+import type { ApiReply } from '../support/openapi';
+import { clusterConfig, clusterNodesInfo, masterOf, nodePid } from '../support/cluster';
 
 jest.setTimeout(180_000);
 

@@ -12,11 +12,11 @@ import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import calculateSlot from 'cluster-key-slot';
-import { migrateSlot } from '../../tools/shared/localCluster';
-import { buyerToken, createTestSale, settledAudit, until, type Clients } from '../helpers';
-import type { ApiReply, Http } from '../openapi';
-import { useAppHarness } from '../api/harness';
-import { clusterConfig, clusterNodesInfo, masterOf } from './cluster';
+import { migrateSlot } from '../support/localCluster';
+import { buyerToken, createTestSale, settledAudit, until, type Clients } from '../support/helpers';
+import type { ApiReply, Http } from '../support/openapi';
+import { useAppHarness } from '../support/apiHarness';
+import { clusterConfig, clusterNodesInfo, masterOf } from '../support/cluster';
 
 const BUYERS = 2000;
 const UNITS = 300;

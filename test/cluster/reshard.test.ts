@@ -9,10 +9,10 @@ import calculateSlot from 'cluster-key-slot';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { shardUnits } from '../../src/reservation/layout';
 import { repairClaims } from '../../src/reservation/claims';
-import { migrateSlot } from '../../tools/shared/localCluster';
-import { buyerToken, connectClients, createTestSale, type Clients } from '../helpers';
-import { http, type ApiReply } from '../openapi';
-import { clusterConfig, clusterNodesInfo, masterOf } from './cluster';
+import { migrateSlot } from '../support/localCluster';
+import { buyerToken, connectClients, createTestSale, type Clients } from '../support/helpers';
+import { http, type ApiReply } from '../support/openapi';
+import { clusterConfig, clusterNodesInfo, masterOf } from '../support/cluster';
 import { sharedMasters } from '../../src/reservation/placement';
 
 const BUYERS = 400;

@@ -15,10 +15,10 @@ import { loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/workflows/client';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../../src/worker/main';
-import { bounded, buyerToken, connectClients, createTestSale, eventually, settledAudit, type Clients } from '../helpers';
-import { http, type ApiReply, type Http } from '../openapi';
-import { installTestRuntime } from '../temporalRuntime';
-import { clusterConfig, clusterNodesInfo, masterOf } from './cluster';
+import { bounded, buyerToken, connectClients, createTestSale, eventually, settledAudit, type Clients } from '../support/helpers';
+import { http, type ApiReply, type Http } from '../support/openapi';
+import { installTestRuntime } from '../support/temporalRuntime';
+import { clusterConfig, clusterNodesInfo, masterOf } from '../support/cluster';
 import { sharedMasters } from '../../src/reservation/placement';
 
 // The race waits for its orders' payment windows to close and the audit to pass.

@@ -6,7 +6,7 @@
  * racing for one unit: the second waits for the first and stores only if the first did not.
  */
 import { randomUUID } from 'node:crypto';
-import { connectClients, createTestSale, testConfig, type Clients } from '../helpers';
+import { connectClients, createTestSale, testConfig, type Clients } from '../support/helpers';
 
 const config = testConfig();
 let clients: Clients;

@@ -11,7 +11,7 @@ const env = stackEnv();
 const redis = new Redis({
   host: '127.0.0.1',
   port: Number(env.REDIS_PORT),
-  db: Number(process.env.REDIS_DB ?? 0), // the suites' own logical database (test/environment.ts)
+  db: Number(process.env.REDIS_DB ?? 0), // the suites' own logical database (test/support/environment.ts)
   lazyConnect: true,
   maxRetriesPerRequest: 1,
   retryStrategy: (attempt) => (attempt > 3 ? null : 200),

@@ -18,7 +18,7 @@ import {
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
 import { readStackEnvDefaults, stackEnv } from '../../scripts/stack-env';
-import { installTestRuntime } from '../temporalRuntime';
+import { installTestRuntime } from '../support/temporalRuntime';
 import { sleepWorkflow } from './workflows/sleep';
 
 const env = stackEnv();

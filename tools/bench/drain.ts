@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { loadConfig } from '../../src/config';
 import { createPool } from '../../src/infra/db';
-import { freePort, startChild } from '../shared/processes';
+import { freePort, startChild } from '../../test/support/processes';
 import type { OrderInput } from '../../src/order/types';
 import { ReservationStore } from '../../src/reservation/store';
 import { createRedis } from '../../src/reservation/client';
@@ -36,7 +36,7 @@ import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal, startOrderWorkflow } from '../../src/workflows/client';
 import { paidSignal } from '../../src/workflows/definitions';
 import { onRealServer, realServerMetrics, realServerPort, stackPid, temporalPids, treesCpuMs } from '../shared/procCpu';
-import { counter } from '../shared/promText';
+import { counter } from '../../test/support/promText';
 import { appendResult } from '../shared/benchResults';
 import { shardPlacer } from '../../src/reservation/placement';
 

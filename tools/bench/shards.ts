@@ -23,7 +23,7 @@ import { ReservationStore } from '../../src/reservation/store';
 import { autoPipelines, createRedis } from '../../src/reservation/client';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { appendResult } from '../shared/benchResults';
-import { clusterNodes, clusterNodesInfo, nodePid } from '../shared/localCluster';
+import { clusterNodes, clusterNodesInfo, nodePid } from '../../test/support/localCluster';
 import { stackPid, treesCpuMs } from '../shared/procCpu';
 import { shardPlacer } from '../../src/reservation/placement';
 

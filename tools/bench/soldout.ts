@@ -36,8 +36,8 @@ import { ReservationStore } from '../../src/reservation/store';
 import { createRedis } from '../../src/reservation/client';
 import { SaleLayouts } from '../../src/reservation/layout';
 import { appendResult, median } from '../shared/benchResults';
-import { CROWD_IP_LIMIT } from '../shared/crowd';
-import { pinTo } from '../shared/processes';
+import { CROWD_IP_LIMIT } from '../../test/support/crowd';
+import { pinTo } from '../../test/support/processes';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { shardPlacer } from '../../src/reservation/placement';
 

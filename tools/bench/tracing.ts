@@ -36,9 +36,9 @@ import { shardPlacer } from '../../src/reservation/placement';
 import { ReservationStore } from '../../src/reservation/store';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { appendResult, median } from '../shared/benchResults';
-import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press } from '../shared/crowd';
+import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press } from '../../test/support/crowd';
 import { stackPid, temporalPids, treesCpuMs } from '../shared/procCpu';
-import { freePort, pinTo, startChild, until, type Child } from '../shared/processes';
+import { freePort, pinTo, startChild, until, type Child } from '../../test/support/processes';
 
 const SOLDOUT_PRESSES = Number(process.env.BENCH_TRACING_SOLDOUT ?? 50_000);
 const ORDERS = Number(process.env.BENCH_TRACING_ORDERS ?? 5000);

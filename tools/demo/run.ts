@@ -25,7 +25,7 @@ import { loadConfig, type Config } from '../../src/config';
 import { createPool } from '../../src/infra/db';
 import { createKafka } from '../../src/infra/kafka';
 import { MACHINE_PARTS, machineCpu, onRealServer, realServerMetrics, realServerPids, treesCpuMs, type MachineCpu } from '../shared/procCpu';
-import { bucketQuantile, countAbove, counter, counterBy, histogram } from '../shared/promText';
+import { bucketQuantile, countAbove, counter, counterBy, histogram } from '../../test/support/promText';
 import { ReservationStore } from '../../src/reservation/store';
 import { createRedis } from '../../src/reservation/client';
 import { StartQueue } from '../../src/reservation/startQueue';
@@ -34,9 +34,9 @@ import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/workflows/client';
 import { paymentDeadlineMs, type Order, type OrderInput } from '../../src/order/types';
 import { paidSignal } from '../../src/workflows/definitions';
-import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press, type PressResult } from '../shared/crowd';
-import { freePort, startChild, type Child } from '../shared/processes';
-import { latencySummary, percentile } from './stats';
+import { CROWD_IP_LIMIT, pressAll, saleGateOf, type Press, type PressResult } from '../../test/support/crowd';
+import { freePort, startChild, type Child } from '../../test/support/processes';
+import { latencySummary, percentile } from '../../test/support/stats';
 import { shardPlacer } from '../../src/reservation/placement';
 
 export interface DemoOptions {

@@ -1,0 +1,66 @@
+/**
+ * The fault campaign's plans (tools/chaos/campaign.ts), pure: a function of the seed, each stack its own faults,
+ * the CI seeds drawing every kind; and its summary counting what it ran. test/chaos.test.ts runs the campaign.
+ */
+import { faultKinds, planFaults, planRun, type FaultSet, summary, type RunResult } from '../tools/chaos/campaign';
+import { Random } from '../tools/chaos/random';
+import { CI_SEEDS, CI_SERVER_SEEDS } from './support/chaosSeeds';
+
+test('the fault added last draws on its own generator: the seeds that found violations keep their plans, and a quarter of the seeds draw it', () => {
+  const kinds = (seed: number) => planRun(seed, 'node').faults.map((f) => f.kind);
+  // As drawn before shard-loss-workers-stopped existed (the comment on CI_SEEDS).
+  expect(kinds(1003)).toEqual(['temporal-latency', 'redis-script-flush', 'temporal-restart']);
+  expect(kinds(1007)).toEqual(['redis-kill', 'kafka-stop']);
+  for (const set of ['node', 'cluster'] as const) {
+    const drew = Array.from({ length: 1000 }, (_, seed) => planRun(seed, set).faults.some((f) => f.kind === 'shard-loss-workers-stopped')).filter(Boolean).length;
+    expect(drew).toBeGreaterThan(200);
+    expect(drew).toBeLessThan(300);
+  }
+});
+
+test('a seed draws the same faults every time, and another seed other faults', () => {
+  const plans = (seed: number) => JSON.stringify(Array.from({ length: 5 }, () => planFaults(new Random(seed))));
+  expect(plans(42)).toBe(plans(42));
+  expect(plans(42)).not.toBe(plans(43));
+  for (let seed = 0; seed < 200; seed++) {
+    const faults = planFaults(new Random(seed));
+    expect(faults.length).toBeGreaterThanOrEqual(1);
+    expect(faults.length).toBeLessThanOrEqual(3);
+    expect(faults.map((f) => f.atMs)).toEqual([...faults.map((f) => f.atMs)].sort((a, b) => a - b));
+  }
+});
+
+test('each stack draws its own faults: the real Temporal server its service faults, never the dev server restart', () => {
+  const drawn = (set: FaultSet) => new Set(Array.from({ length: 300 }, (_, seed) => planFaults(new Random(seed), set)).flat().map((f) => f.kind));
+  const server = drawn('server');
+  expect(server.has('temporal-history-kill') && server.has('temporal-frontend-restart')).toBe(true);
+  expect(server.has('temporal-restart')).toBe(false);
+  expect([...drawn('node')].filter((k) => k.startsWith('temporal-history') || k.startsWith('temporal-frontend'))).toEqual([]);
+  expect([...server].every((k) => faultKinds('server').includes(k))).toBe(true);
+});
+
+test('the summary counts each kind of fault, the runs it was in, and the runs with a violation', () => {
+  const run = (seed: number, kinds: RunResult['faults'][number]['kind'][], violations: string[]): RunResult => ({
+    seed,
+    saleId: seed,
+    faults: kinds.map((kind) => ({ kind, atMs: 0, forMs: 1000, target: 0 })),
+    orders: {},
+    accepted: 10,
+    goneWithShard: 0,
+    payments: 0,
+    violations,
+    durationMs: 1,
+  });
+  const table = summary([run(1, ['redis-kill', 'redis-kill'], []), run(2, ['redis-kill', 'api-kill'], ['x'])]);
+  expect(table).toContain('| redis-kill | 3 | 2 | 1 |');
+  expect(table).toContain('| api-kill | 1 | 1 | 1 |');
+  expect(table).toContain('| kafka-stop | 0 | 0 | 0 |');
+  expect(table).toContain('runs 2 | orders (202) 20 | runs with a violation 1');
+});
+
+test('the CI seeds draw every kind of fault of the single node, and the server seeds both of the real server\'s own', () => {
+  const drawn = (seeds: number[], set: FaultSet) => new Set(seeds.flatMap((seed) => planRun(seed, set).faults.map((f) => f.kind)));
+  const node = drawn(CI_SEEDS, 'node');
+  expect(faultKinds('node').filter((k) => !node.has(k))).toEqual([]);
+  expect([...drawn(CI_SERVER_SEEDS, 'server')].filter((k) => k === 'temporal-history-kill' || k === 'temporal-frontend-restart').sort()).toEqual(['temporal-frontend-restart', 'temporal-history-kill']);
+});

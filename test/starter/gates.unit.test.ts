@@ -1,0 +1,60 @@
+/**
+ * The starter's gates (src/starter/gates.ts), pure logic with a fake backlog reading and clock: BacklogGate lets
+ * at most maxBacklog minus the workers' backlog starts go until its next reading, and a failed reading lets a
+ * full budget go; AcceptanceGate holds the starts while this process accepts a stampede.
+ */
+import pino from 'pino';
+import { AcceptanceGate, BacklogGate } from '../../src/starter/gates';
+import { PACE_WINDOW_MS } from '../../src/starter/pacing';
+import { classify } from '../../src/starter/failures';
+
+const log = pino({ level: 'silent' });
+
+test('BacklogGate: room is maxBacklog minus the backlog; spent, starts wait until the next reading, which refills it', async () => {
+  let now = 0;
+  const readings = [150, 0];
+  const told: number[] = [];
+  const gate = new BacklogGate(async () => readings.shift() as number, 200, (tasks) => told.push(tasks), log, () => now);
+  expect(await gate.waitMs()).toBe(0);
+  expect(gate.room()).toBe(50);
+  for (let i = 0; i < 50; i++) gate.started();
+  now = 400;
+  expect(gate.room()).toBe(0);
+  expect(await gate.waitMs()).toBe(600);
+  now = 1000;
+  expect(await gate.waitMs()).toBe(0);
+  expect(gate.room()).toBe(200);
+  expect(told).toEqual([150, 0]);
+});
+
+test('BacklogGate: a backlog at or over maxBacklog holds every start; a failed reading lets a full budget go', async () => {
+  let now = 0;
+  const gate = new BacklogGate(async () => (now === 0 ? 250 : Promise.reject(new Error('UNAVAILABLE'))), 200, () => undefined, log, () => now);
+  expect(await gate.waitMs()).toBe(1000);
+  expect(gate.room()).toBe(0);
+  now = 1000;
+  expect(await gate.waitMs()).toBe(0);
+  expect(gate.room()).toBe(200);
+});
+
+test('AcceptanceGate: quiet, starts go; at the pace, a busy starter waits a window; an idle one waits out an opening window', async () => {
+  const gate = new AcceptanceGate(200, log);
+  expect(await gate.waitMs(false)).toBe(0);
+  gate.accepted();
+  const opening = await gate.waitMs(true);
+  expect(opening).toBeGreaterThan(0);
+  expect(opening).toBeLessThanOrEqual(PACE_WINDOW_MS);
+  for (let i = 0; i < 100; i++) gate.accepted();
+  expect(await gate.waitMs(false)).toBe(PACE_WINDOW_MS);
+  expect(await new AcceptanceGate(0, log).waitMs(true)).toBe(0);
+});
+
+test.each([
+  ['PostgreSQL refusing connections (the store before the start)', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }), 'unavailable'],
+  ['PostgreSQL shutting down', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }), 'unavailable'],
+  ["Temporal's gRPC UNAVAILABLE", Object.assign(new Error('14 UNAVAILABLE: No connection established'), { code: 14 }), 'unavailable'],
+  ["Temporal's RESOURCE_EXHAUSTED", new Error('8 RESOURCE_EXHAUSTED: namespace rate limit exceeded'), 'resource_exhausted'],
+  ['anything else', new Error('something broke'), 'other'],
+])('a start failing with %s is classed %s', (_name, err, cause) => {
+  expect(classify(err)).toBe(cause);
+});

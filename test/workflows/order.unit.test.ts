@@ -1,0 +1,167 @@
+/**
+ * The fast layer's workflow suite: orderWorkflow's logic with mocked activities on the time-skipping test server
+ * (no PostgreSQL, Redis or Kafka), so the 10-minute payment window passes in moments. Each test scripts what
+ * the activities answer for its order and checks the steps the workflow took, as they ran and as its history
+ * records them (one local activity marker per step): the card, compensation included — place; wait for payment
+ * until the deadline; settle; if unsold, release the unit (releaseUnit) as a step of its own.
+ * test/workflows/order.timeskipping.test.ts runs the same workflow with the real activities.
+ */
+import { randomUUID } from 'node:crypto';
+import type { WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { Activities } from '../../src/activities';
+import type { OrderEvent } from '../../src/order/events';
+import type { Order, OrderInput, Outcome, PayResult, Payment } from '../../src/order/types';
+import { startOrderWorkflow } from '../../src/workflows/client';
+import { payUpdate } from '../../src/workflows/definitions';
+import { timeSkippingEnvironment } from '../support/temporalRuntime';
+
+const TASK_QUEUE = 'orders-mocked';
+const WINDOW_MS = 600_000;
+const PRICE = 1999;
+
+/** What the mocked activities answer for one order. */
+interface Script {
+  /** placeOrder's answer, or the error it throws */
+  place: Outcome | Error;
+  /** settleOrder's answer once the deadline has passed */
+  settle: Outcome;
+  pay?: (payment: Payment) => PayResult;
+}
+
+/** One activity call, as the workflow made it. */
+interface Call {
+  name: keyof Activities;
+  args: unknown[];
+}
+
+const scripts = new Map<string, Script>();
+const calls = new Map<string, Call[]>();
+
+function record(orderId: string, name: keyof Activities, ...args: unknown[]): Script {
+  const script = scripts.get(orderId);
+  if (!script) throw new Error(`no script for order ${orderId}`);
+  calls.set(orderId, [...(calls.get(orderId) ?? []), { name, args }]);
+  return script;
+}
+
+const mocked: Activities = {
+  async placeOrder(order: OrderInput): Promise<Outcome> {
+    const { place } = record(order.orderId, 'placeOrder');
+    if (place instanceof Error) throw place;
+    return place;
+  },
+  async payOrder(order: OrderInput, payment: Payment): Promise<PayResult> {
+    const { pay } = record(order.orderId, 'payOrder', payment);
+    if (!pay) throw new Error('no payment scripted');
+    return pay(payment);
+  },
+  async settleOrder(order: OrderInput, atMs: number): Promise<Outcome> {
+    return record(order.orderId, 'settleOrder', atMs).settle;
+  },
+  async rejectUnstored(order: OrderInput, reason: string): Promise<Outcome> {
+    record(order.orderId, 'rejectUnstored', reason);
+    return { status: 'REJECTED', reason };
+  },
+  async releaseUnit(order: OrderInput, unitBack: boolean): Promise<void> {
+    record(order.orderId, 'releaseUnit', unitBack);
+  },
+  async publishEvent(event: OrderEvent): Promise<void> {
+    record(event.orderId, 'publishEvent', event.type);
+  },
+};
+
+let env: TestWorkflowEnvironment;
+let bundle: WorkflowBundleWithSourceMap;
+let worker: Worker;
+let running: Promise<void>;
+
+beforeAll(async () => {
+  env = await timeSkippingEnvironment();
+  bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('WARN') });
+  worker = await Worker.create({ connection: env.nativeConnection, taskQueue: TASK_QUEUE, workflowBundle: bundle, activities: mocked });
+  running = worker.run();
+}, 120_000);
+
+afterAll(async () => {
+  if (worker?.getState() === 'RUNNING') worker.shutdown();
+  await running;
+  await env?.teardown();
+});
+
+/** Starts an order's workflow with its activities' answers scripted. */
+async function start(script: Script): Promise<{ order: OrderInput; handle: WorkflowHandle }> {
+  const order: OrderInput = {
+    orderId: randomUUID(),
+    saleId: 1,
+    itemId: 1,
+    userId: `buyer-${randomUUID()}`,
+    priceMinor: PRICE,
+    paymentWindowMs: WINDOW_MS,
+    reservedAtMs: await env.currentTimeMs(),
+    stockShard: 0,
+    unit: 7,
+  };
+  scripts.set(order.orderId, script);
+  await startOrderWorkflow(env.client, TASK_QUEUE, order);
+  return { order, handle: env.client.workflow.getHandle(order.orderId) };
+}
+
+/** The activity calls of an order, by name (events by their type), in the order they ran. */
+const steps = (order: OrderInput) => (calls.get(order.orderId) ?? []).map((c) => (c.name === 'publishEvent' ? `publishEvent:${String(c.args[0])}` : c.name));
+
+/** The local activities the workflow's history records, by activity type, in order. */
+async function historySteps(handle: WorkflowHandle): Promise<string[]> {
+  const history = await handle.fetchHistory();
+  return (history.events ?? []).flatMap((event) => {
+    const data = event.markerRecordedEventAttributes?.details?.data?.payloads?.[0];
+    if (!data) return [];
+    return [defaultPayloadConverter.fromPayload<{ activity_type: string }>(data).activity_type];
+  });
+}
+
+test('unpaid: placed, its payment window passes, settled EXPIRED, then compensated as a step of its own (its unit back), in its history too', async () => {
+  const { order, handle } = await start({ place: { status: 'PENDING' }, settle: { status: 'EXPIRED' } });
+  const result: Order = await handle.result();
+  expect(result.status).toBe('EXPIRED');
+  expect(steps(order)).toEqual(['placeOrder', 'settleOrder', 'releaseUnit']);
+  expect(calls.get(order.orderId)?.at(-1)).toEqual({ name: 'releaseUnit', args: [true] });
+  // The settle waited for the deadline the buyer was shown (the test server's clock skipped to it).
+  expect(calls.get(order.orderId)?.[1].args[0]).toBeGreaterThanOrEqual(order.reservedAtMs + WINDOW_MS);
+  expect(await historySteps(handle)).toEqual(['placeOrder', 'settleOrder', 'releaseUnit']);
+});
+
+test('paid before its deadline (update pay): PAID at once, no settle and no compensation', async () => {
+  const { order, handle } = await start({
+    place: { status: 'PENDING' },
+    settle: { status: 'EXPIRED' },
+    pay: (payment) => ({ status: 'PAID', paymentId: payment.paymentId }),
+  });
+  const paymentId = `pay-${order.orderId}`;
+  expect(await handle.executeUpdate(payUpdate, { args: [{ paymentId, amount: PRICE }] })).toEqual({ status: 'PAID', paymentId });
+  const result: Order = await handle.result();
+  expect(result).toMatchObject({ status: 'PAID', paymentId });
+  expect(steps(order)).toEqual(['placeOrder', 'payOrder']);
+});
+
+test('PostgreSQL refused it because another live order holds its unit (REJECTED SOLD_OUT): compensated, the unit kept out of stock', async () => {
+  const rejected: Outcome = { status: 'REJECTED', reason: 'SOLD_OUT' };
+  const { order, handle } = await start({ place: rejected, settle: rejected });
+  const result: Order = await handle.result();
+  expect(result).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(steps(order)).toEqual(['placeOrder', 'settleOrder', 'releaseUnit']);
+  expect(calls.get(order.orderId)?.at(-1)).toEqual({ name: 'releaseUnit', args: [false] });
+});
+
+test('PostgreSQL cannot store it at all (a constraint the order cannot meet): rejectUnstored, then compensated with its unit back', async () => {
+  const { order, handle } = await start({
+    place: ApplicationFailure.nonRetryable('new row violates check constraint', 'CONSTRAINT_VIOLATION'),
+    settle: { status: 'PENDING' },
+  });
+  const result: Order = await handle.result();
+  expect(result).toMatchObject({ status: 'REJECTED', reason: 'CONSTRAINT_VIOLATION' });
+  expect(steps(order)).toEqual(['placeOrder', 'rejectUnstored', 'releaseUnit']);
+  expect(calls.get(order.orderId)?.at(-1)).toEqual({ name: 'releaseUnit', args: [true] });
+});
