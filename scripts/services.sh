@@ -466,8 +466,7 @@ temporal_ui_ready() { curl -sf -o /dev/null "http://$HOST:$TEMPORAL_UI_PORT/"; }
 # process crashes; an OS crash may lose the last commits). Measured here: 48 -> ~120 workflow starts/s.
 # frontend.namespaceCount caps concurrent long-running calls per namespace (default 1200): a stampede's
 # payment updates each wait on one and were refused with RESOURCE_EXHAUSTED. One task queue partition is
-# the efficient shape for a single node (no forwarding between partitions). Eager workflow start serves the
-# starter inside a worker (STARTER_IN_WORKER).
+# the efficient shape for a single node (no forwarding between partitions).
 temporal_start() {
   temporal_pid >/dev/null && return 0
   require_free_port temporal "$TEMPORAL_PORT" TEMPORAL_PORT
@@ -479,7 +478,6 @@ temporal_start() {
     --db-filename "$TEMPORAL_DIR/temporal.db" --namespace "$TEMPORAL_NAMESPACE" "${args[@]}" \
     --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
     --dynamic-config-value frontend.namespaceCount=20000 \
-    --dynamic-config-value system.enableEagerWorkflowStart=true \
     --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
     --dynamic-config-value matching.numTaskqueueWritePartitions=1 \
     --log-level warn --ui-disable-news-fetch >>"$TEMPORAL_LOG" 2>&1 </dev/null 9>&- &

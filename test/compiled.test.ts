@@ -10,7 +10,7 @@ import type { Client } from '@temporalio/client';
 import { stackEnv } from '../scripts/stack-env';
 import { connectTemporal } from '../src/workflows/client';
 import { startChild, type Child } from './support/processes';
-import { buyerToken, connectClients, createTestSale, freePort, testConfig, until, type Clients } from './support/helpers';
+import { buyerToken, connectClients, createTestSale, freePort, NO_RATE_LIMITS, testConfig, until, type Clients } from './support/helpers';
 
 const ROOT = join(__dirname, '..');
 const DIST = join(ROOT, 'dist');
@@ -69,7 +69,7 @@ test('with STARTER_IN_API=false the API only accepts; `node dist/starter/main.js
   temporal = await connectTemporal(config);
   const sale = await createTestSale(clients, { quantities: [3] });
   const dir = join(ROOT, 'reports', 'test');
-  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), INTERNAL_API_PORT: '0', TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE, STARTER_IN_API: 'false', SALE_GATE_REQUIRED: 'false', RATE_LIMIT_ENABLED: 'false' };
+  const env = { ...process.env, LOG_LEVEL: 'info', API_PORT: String(await freePort()), INTERNAL_API_PORT: '0', TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE, STARTER_IN_API: 'false', SALE_GATE_REQUIRED: 'false', ...NO_RATE_LIMITS };
   const api = startChild('api', 'dist/api/main.js', env, join(dir, 'compiled-api-alone.log'), 'api listening');
   children.push(api);
   await api.ready;

@@ -19,7 +19,7 @@ import { connectTemporal } from '../src/workflows/client';
 import { buildWorkflowBundle } from '../src/worker/bundle';
 import { startWorker, type RunningWorker } from '../src/worker/main';
 import { prepareEnvironment } from './support/environment';
-import { buyerToken, connectClients, createTestSale, orderResult, orderRow, until, type Clients } from './support/helpers';
+import { buyerToken, connectClients, createTestSale, NO_RATE_LIMITS, orderResult, orderRow, until, type Clients } from './support/helpers';
 import { openEventTap, type EventTap } from './support/kafka';
 import { secureEnv } from './support/secureStack';
 import { installTestRuntime } from './support/temporalRuntime';
@@ -34,7 +34,7 @@ const env: NodeJS.ProcessEnv = {
   INTERNAL_API_PORT: '0',
   TEMPORAL_TASK_QUEUE: `secure-${randomUUID()}`,
   SALE_GATE_REQUIRED: 'false',
-  RATE_LIMIT_ENABLED: 'false',
+  ...NO_RATE_LIMITS,
 };
 const config = loadConfig(env);
 let clients: Clients;

@@ -15,35 +15,30 @@ import { reply } from './errors';
 /** How a request fared: admitted, or refused with the seconds to wait. */
 export type Limited = undefined | { retryAfterS: number };
 
-/**
- * The limiters of one API process; `enabled` false (RATE_LIMIT_ENABLED) admits buyers and readers uncounted
- * (never failed credentials).
- */
+/** The limiters of one API process: per client address and per buyer on the buyer routes, reads, failed credentials. */
 export class RateLimits {
-  readonly enabled: boolean;
   private readonly byIp: RateLimiterMemory;
   private readonly byBuyer: RateLimiterMemory;
   private readonly reads: RateLimiterMemory;
   private readonly authFailures: RateLimiterMemory;
 
   constructor(
-    config: Pick<Config, 'RATE_LIMIT_ENABLED' | 'RATE_LIMIT_PER_IP' | 'RATE_LIMIT_PER_BUYER' | 'RATE_LIMIT_READS_PER_IP' | 'RATE_LIMIT_WINDOW_S' | 'INTERNAL_AUTH_FAILURES_PER_MIN'>,
+    config: Pick<Config, 'RATE_LIMIT_PER_IP' | 'RATE_LIMIT_PER_BUYER' | 'RATE_LIMIT_READS_PER_IP' | 'RATE_LIMIT_WINDOW_S' | 'INTERNAL_AUTH_FAILURES_PER_MIN'>,
   ) {
-    this.enabled = config.RATE_LIMIT_ENABLED;
     this.byIp = new RateLimiterMemory({ keyPrefix: 'ip', points: config.RATE_LIMIT_PER_IP, duration: config.RATE_LIMIT_WINDOW_S });
     this.byBuyer = new RateLimiterMemory({ keyPrefix: 'buyer', points: config.RATE_LIMIT_PER_BUYER, duration: config.RATE_LIMIT_WINDOW_S });
     this.reads = new RateLimiterMemory({ keyPrefix: 'read', points: config.RATE_LIMIT_READS_PER_IP, duration: config.RATE_LIMIT_WINDOW_S });
     this.authFailures = new RateLimiterMemory({ keyPrefix: 'auth', points: config.INTERNAL_AUTH_FAILURES_PER_MIN, duration: 60 });
   }
 
-  /** Counts one buyer-route request of the client (clientKeyOf). @returns undefined when admitted (or limits are off) */
+  /** Counts one buyer-route request of the client (clientKeyOf). @returns undefined when admitted */
   ip(client: string): Promise<Limited> {
-    return this.enabled ? take(this.byIp, client) : Promise.resolve(undefined);
+    return take(this.byIp, client);
   }
 
-  /** Counts one public read of the client. @returns undefined when admitted (or limits are off) */
+  /** Counts one public read of the client. @returns undefined when admitted */
   read(client: string): Promise<Limited> {
-    return this.enabled ? take(this.reads, client) : Promise.resolve(undefined);
+    return take(this.reads, client);
   }
 
   /** @returns how long the client must wait when its failed credentials reached the limit, else undefined */
@@ -57,9 +52,9 @@ export class RateLimits {
     await this.authFailures.penalty(client);
   }
 
-  /** Counts one request of the buyer (the verified token's sub). @returns undefined when admitted (or limits are off) */
+  /** Counts one request of the buyer (the verified token's sub). @returns undefined when admitted */
   buyer(buyerId: string): Promise<Limited> {
-    return this.enabled ? take(this.byBuyer, buyerId) : Promise.resolve(undefined);
+    return take(this.byBuyer, buyerId);
   }
 }
 

@@ -79,7 +79,6 @@ export const apiFields = {
   SALE_GATE_SECRET: secret(32, DEV_SALE_GATE_SECRET),
 
   /** Rate limits of the buyer routes (src/api/rateLimits.ts): requests per RATE_LIMIT_WINDOW_S per client IP and per buyer. */
-  RATE_LIMIT_ENABLED: flag(true),
   RATE_LIMIT_PER_IP: count(1, 1_000_000_000, 100),
   RATE_LIMIT_PER_BUYER: count(1, 1_000_000_000, 10),
   RATE_LIMIT_WINDOW_S: count(1, 3600, 1),
@@ -103,13 +102,7 @@ export const apiFields = {
     })
     .optional(),
 
-  SOLD_OUT_CACHE: flag(true),
-  /**
-   * false (default): a purchase of an item flagged sold out is answered 410 once its bearer token is present
-   * and JWT-shaped, before its signature and claims are checked: that answer is the same for every buyer, and
-   * the check would cost more than the whole answer. true: every purchase is verified first (401 before 410).
-   */
-  SOLD_OUT_VERIFIES_TOKEN: flag(false),
+  /** How often an item flagged sold out is read again in Redis (ms): a unit that came back clears the flag. */
   SOLD_OUT_RECHECK_MS: positiveMs(1000),
   CATALOG_REFRESH_MS: positiveMs(5000),
 };

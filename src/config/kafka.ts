@@ -1,6 +1,6 @@
 /** Kafka's settings: brokers, TLS, SASL, the orders' topic. */
 import { z } from 'zod';
-import { checkTls, flag, given, hostPorts, port, readableFile, tlsSwitch, type Issue, type TlsSetting } from './kinds';
+import { checkTls, given, hostPorts, port, readableFile, tlsSwitch, type Issue, type TlsSetting } from './kinds';
 
 export const kafkaFields = {
   KAFKA_HOST: z.string().min(1).default('127.0.0.1'),
@@ -23,9 +23,6 @@ export const kafkaFields = {
     .string()
     .regex(/^[A-Za-z0-9._-]{1,249}$/)
     .default('flash-sale-orders'),
-  // The idempotent producer spares consumers the producer-retry duplicates, and tools/bench/kafka.ts shows it
-  // publishing far above the order rate.
-  KAFKA_IDEMPOTENT: flag(true),
 };
 
 type Env = z.infer<z.ZodObject<typeof kafkaFields>>;

@@ -41,12 +41,6 @@ export const serviceFields = {
    * started by starter processes (`npm run starter`) that share its Redis, PostgreSQL and Temporal.
    */
   STARTER_IN_API: flag(true),
-  /**
-   * Whether each worker process runs a starter too, on the worker's own connection with eager start: the server
-   * hands each workflow's first task straight back to that worker (when it has a free slot), not through
-   * matching. Needs the server's system.enableEagerWorkflowStart (on in services.sh's real server).
-   */
-  STARTER_IN_WORKER: flag(false),
   /** Workflow starts a starter keeps in flight at most. */
   STARTER_MAX_IN_FLIGHT: count(1, 10_000, 20),
   /** The starter starts nothing while more workflow tasks than this wait for a worker on the task queue. */
@@ -67,18 +61,15 @@ export const serviceFields = {
   STARTER_CLAIM_IDLE_MS: positiveMs(DEFAULT_CLAIM_IDLE_MS),
   /**
    * Port of the starter's own Prometheus endpoint (src/starter/metrics.ts), for a starter without an API beside
-   * it: `npm run starter`, or a worker's (STARTER_IN_WORKER); 0: none. An API's starter reports on its /metrics.
+   * it (`npm run starter`); 0: none. An API's starter reports on its /metrics.
    */
   STARTER_METRICS_PORT: count(0, 65535, 0),
   STARTER_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
 };
 
-type Env = z.infer<z.ZodObject<typeof serviceFields>> & { WORKER_METRICS_PORT: number; TEMPORAL_CALL_TIMEOUT_MS: number };
+type Env = z.infer<z.ZodObject<typeof serviceFields>> & { TEMPORAL_CALL_TIMEOUT_MS: number };
 
 export function checkService(env: Env, issue: Issue): void {
-  if (env.STARTER_IN_WORKER && env.STARTER_METRICS_PORT && env.STARTER_METRICS_PORT === env.WORKER_METRICS_PORT) {
-    issue('STARTER_METRICS_PORT', 'must differ from WORKER_METRICS_PORT with STARTER_IN_WORKER (the worker serves both)');
-  }
   if (env.STARTER_CLAIM_IDLE_MS <= env.TEMPORAL_CALL_TIMEOUT_MS) {
     issue('STARTER_CLAIM_IDLE_MS', `must exceed TEMPORAL_CALL_TIMEOUT_MS (${env.TEMPORAL_CALL_TIMEOUT_MS})`);
   }

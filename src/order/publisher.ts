@@ -48,12 +48,12 @@ export class EventPublisher {
   ) {}
 
   /**
-   * Connects a producer. With idempotent=true, kafkajs' idempotent producer with one request in flight
-   * (more in flight has failed with OUT_OF_ORDER_SEQUENCE_NUMBER), retrying each send until the broker answers
-   * (waits of 300 ms growing to 2 s); otherwise a plain producer, with kafkajs' five retries, whose retried
-   * duplicates consumers drop by eventId.
+   * Connects a producer: kafkajs' idempotent producer with one request in flight (more in flight has failed with
+   * OUT_OF_ORDER_SEQUENCE_NUMBER), retrying each send until the broker answers (waits of 300 ms growing to 2 s),
+   * which spares consumers the producer's own duplicates.
+   * @param idempotent false only for tools/bench/kafka.ts's baseline: a plain producer, with kafkajs' five retries
    */
-  static async connect(kafka: Kafka, topic: string, idempotent: boolean): Promise<EventPublisher> {
+  static async connect(kafka: Kafka, topic: string, idempotent = true): Promise<EventPublisher> {
     // The default (murmur2) partitioner, as Java clients use, so a key lands where other producers put it.
     const common = { allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner };
     const producer = kafka.producer(

@@ -2,9 +2,8 @@
  * A starter's metrics (prom-client): its workflow starts and their failures, Temporal's backlog as it reads it,
  * and the start queues of the sales it watches (entries waiting per sale, the oldest one's age), read from Redis
  * at each scrape (in the API, from the last reading of a timer: src/api/polled.ts). Registered on the registry of
- * the process the starter runs in: the API's /metrics, or, for
- * `npm run starter` and a worker's starter (STARTER_IN_WORKER), an endpoint of their own (STARTER_METRICS_PORT),
- * so that the dashboard and the start queue alerts see every starter wherever it runs.
+ * the process the starter runs in: the API's /metrics, or, for `npm run starter`, an endpoint of its own
+ * (STARTER_METRICS_PORT), so that the dashboard and the start queue alerts see every starter wherever it runs.
  */
 import { once } from 'node:events';
 import { createServer } from 'node:http';

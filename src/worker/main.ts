@@ -1,10 +1,9 @@
 /**
  * Worker process (`npm run worker`): runs orderWorkflow and its activities on the configured task queue, from
- * the workflow bundle `npm run build` made (src/worker/bundle.ts), and with STARTER_IN_WORKER a starter that
- * starts workflows with eager start. SIGINT/SIGTERM drain in-flight tasks and close the clients.
+ * the workflow bundle `npm run build` made (src/worker/bundle.ts). SIGINT/SIGTERM drain in-flight tasks and close
+ * the clients.
  */
 import { once } from 'node:events';
-import type { Pool } from 'pg';
 import { makeWorkflowExporter, OpenTelemetryActivityInboundInterceptor, OpenTelemetryActivityOutboundInterceptor, type SerializableSpan } from '@temporalio/interceptors-opentelemetry';
 import { NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata, type Logger as TemporalLogger, type WorkerOptions } from '@temporalio/worker';
 import type { WorkflowInfo } from '@temporalio/workflow';
@@ -22,9 +21,6 @@ import { ReservationStore } from '../reservation/store';
 import { createRedis } from '../reservation/client';
 import { SaleLayouts } from '../reservation/layout';
 import { checkAtStart, reachTemporal } from '../infra/startup';
-import { starterMetricsOf } from '../starter/metrics';
-import { createStarter } from '../starter/create';
-import { OrderWorkflows } from '../workflows/client';
 import { startTracing, type Tracing } from '../tracing';
 
 /** A worker and the clients it owns; `shutdown` stops polling, waits for in-flight tasks, then closes them. */
@@ -39,8 +35,7 @@ export interface RunningWorker {
  * @param log where an outage of PostgreSQL, Redis or Kafka at start is reported (the worker starts anyway)
  * @param tracing this process' tracing (src/tracing/index.ts), when on: the bundle must then be the traced one
  * @throws DependencyError naming PostgreSQL, Redis or Kafka when one is wrongly configured (TLS,
- *   credentials), or Temporal when it is out of reach; the starter's metrics port's listen error
- *   (STARTER_IN_WORKER); the worker and the clients opened so far are stopped and closed
+ *   credentials), or Temporal when it is out of reach; the clients opened so far are closed
  */
 export async function startWorker(
   config: Config,
@@ -62,7 +57,7 @@ export async function startWorker(
       checkAtStart('redis', once(redis, 'ready'), warn),
       checkAtStart('kafka', checkKafka(config), warn),
     ]);
-    events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker', UNTIL_ANSWERED), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+    events = await EventPublisher.connect(createKafka(config, 'flash-sale-worker', UNTIL_ANSWERED), config.KAFKA_TOPIC);
     connection = await reachTemporal(config, NativeConnection.connect(temporalConnection(config)));
   } catch (err) {
     redis.disconnect();
@@ -88,59 +83,13 @@ export async function startWorker(
     ...(tracing && tracedWorker(tracing)),
   });
   const run = worker.run();
-  const stopWorker = async () => {
-    if (worker.getState() === 'RUNNING') worker.shutdown();
-    await run;
-    await Promise.allSettled([connection.close(), events.disconnect(), redis.quit(), pool.end()]);
-  };
-  let starter: { stop(): Promise<void> } | undefined;
-  try {
-    starter = config.STARTER_IN_WORKER ? await startStarter(config, { connection, pool, store: reservations, log }) : undefined;
-  } catch (err) {
-    // Its metrics port taken: no worker is left polling with nobody to stop it.
-    await stopWorker();
-    throw err;
-  }
   return {
     worker,
     run,
     async shutdown() {
-      // The starter first: a start it makes now could hand its first task to a worker that no longer polls.
-      await starter?.stop();
-      await stopWorker();
-    },
-  };
-}
-
-/**
- * The starter of a worker process (STARTER_IN_WORKER): on the worker's connection, so that each start asks for
- * eager start and its first workflow task comes straight back to this worker; its queue reads on a Redis
- * connection of its own; its metrics on STARTER_METRICS_PORT. Starts scale with the workers, and each order
- * skips a trip through matching.
- * @returns a stop that lets the starts in flight finish, then closes that Redis connection and the metrics
- */
-async function startStarter(config: Config, clients: { connection: NativeConnection; pool: Pool; store: ReservationStore; log: Logger }): Promise<{ stop(): Promise<void> }> {
-  const redis = createRedis(config);
-  const log = clients.log.child({ role: 'starter' });
-  redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
-  let metrics;
-  try {
-    metrics = await starterMetricsOf(config);
-  } catch (err) {
-    redis.disconnect();
-    throw err;
-  }
-  const starter = createStarter(
-    config,
-    { redis, store: clients.store, pool: clients.pool, workflows: OrderWorkflows.onWorker(clients.connection, config), log },
-    metrics.hooks,
-  );
-  metrics.readFrom(() => starter.depths());
-  starter.start();
-  return {
-    async stop() {
-      await starter.stop();
-      await Promise.allSettled([redis.quit(), metrics.close()]);
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await run;
+      await Promise.allSettled([connection.close(), events.disconnect(), redis.quit(), pool.end()]);
     },
   };
 }

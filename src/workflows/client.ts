@@ -3,7 +3,7 @@
  * workflows (workflow id = orderId). Every call carries a gRPC deadline (TEMPORAL_CALL_TIMEOUT_MS): a Temporal
  * that stops answering without closing the connection must not hold a caller for minutes.
  */
-import { Client, type ClientInterceptors, Connection, type ConnectionLike, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
+import { Client, type ClientInterceptors, Connection, NamespaceNotFoundError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { temporal } from '@temporalio/proto';
 import type { Config } from '../config';
@@ -28,16 +28,13 @@ function clientInterceptors(config: Pick<Config, 'OTEL_TRACES_EXPORTER'>): Clien
 /**
  * Starts orderWorkflow for a reserved unit, with the search attributes the Web UI filters on.
  * The id may never be reused, so a duplicate start cannot make a second workflow for one order (I4).
- * @param options.eager ask for eager start: the server hands the first workflow task back in its answer, to the
- *   worker of this process (the client must run on that worker's NativeConnection), when it has a free slot
  * @throws WorkflowExecutionAlreadyStartedError for a duplicate, connection errors when Temporal is unreachable
  */
-export async function startOrderWorkflow(client: Client, taskQueue: string, order: OrderInput, options: { eager?: boolean } = {}): Promise<void> {
+export async function startOrderWorkflow(client: Client, taskQueue: string, order: OrderInput): Promise<void> {
   await client.workflow.start('orderWorkflow', {
     workflowId: order.orderId,
     taskQueue,
     args: [order],
-    requestEagerStart: options.eager ?? false,
     workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
     typedSearchAttributes: [
       { key: OrderStatusKey, value: 'PENDING' },
@@ -65,21 +62,11 @@ export class OrderWorkflows {
   private constructor(
     private readonly client: Client,
     private readonly config: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'TEMPORAL_CALL_TIMEOUT_MS'>,
-    /** Starts ask for eager start; the connection is a worker's, which close() leaves open. */
-    private readonly onWorker = false,
   ) {}
 
   /** Connects. @throws a lifted error when Temporal is unreachable */
   static async connect(config: Config): Promise<OrderWorkflows> {
     return new OrderWorkflows(await connectTemporal(config).catch((err: unknown) => Promise.reject(lifted(err))), config);
-  }
-
-  /**
-   * The calls on a worker's own connection (a NativeConnection), whose starts ask for eager start: the first
-   * workflow task of each goes straight to that worker, without a trip through matching.
-   */
-  static onWorker(connection: ConnectionLike, config: Config): OrderWorkflows {
-    return new OrderWorkflows(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, interceptors: clientInterceptors(config) }), config, true);
   }
 
   private call<T>(work: () => Promise<T>): Promise<T> {
@@ -89,7 +76,7 @@ export class OrderWorkflows {
   /** Starts orderWorkflow (I4). @returns 'already-started' when that workflow id exists */
   start(order: OrderInput): Promise<'started' | 'already-started'> {
     return this.call(() =>
-      startOrderWorkflow(this.client, this.config.TEMPORAL_TASK_QUEUE, order, { eager: this.onWorker }).then(
+      startOrderWorkflow(this.client, this.config.TEMPORAL_TASK_QUEUE, order).then(
         () => 'started' as const,
         (err: unknown) => (err instanceof WorkflowExecutionAlreadyStartedError ? ('already-started' as const) : Promise.reject(err)),
       ),
@@ -132,8 +119,8 @@ export class OrderWorkflows {
     });
   }
 
-  /** Closes the connection (not a worker's: its worker closes it); calls after it reject. */
+  /** Closes the connection; calls after it reject. */
   async close(): Promise<void> {
-    if (!this.onWorker) await this.client.connection.close();
+    await this.client.connection.close();
   }
 }

@@ -29,7 +29,7 @@ let tap: EventTap;
 
 beforeAll(async () => {
   clients = connectClients(config);
-  events = await EventPublisher.connect(createKafka(config, 'test-activities'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+  events = await EventPublisher.connect(createKafka(config, 'test-activities'), config.KAFKA_TOPIC);
   activities = createActivities({ orders: clients.orders, events, reservations: clients.store });
   tap = await openEventTap(config);
 });
@@ -118,7 +118,7 @@ test('placeOrder when PostgreSQL holds its unit for another live order (Redis dr
 test('placeOrder for a second order of the same buyer in the sale (other item): REJECTED ALREADY_PURCHASED; once the first expired, the buyer may buy again', async () => {
   const sale = await createTestSale(clients, { quantities: [5, 5] });
   const first = await reserved(sale, 0);
-  const second = { ...first, orderId: randomUUID(), itemId: sale.items[1].itemId };
+  const second = { ...first, orderId: newOrderId(first.saleId), itemId: sale.items[1].itemId };
 
   expect(await activities.placeOrder(lapsed(first))).toEqual({ status: 'PENDING' });
   expect(await activities.placeOrder(second)).toEqual({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
@@ -128,7 +128,7 @@ test('placeOrder for a second order of the same buyer in the sale (other item): 
 
   // I3: once the first order has expired, the buyer may buy again.
   expect(await activities.settleOrder(first, Date.now())).toEqual({ status: 'EXPIRED' });
-  const third = { ...first, orderId: randomUUID(), itemId: sale.items[1].itemId };
+  const third = { ...first, orderId: newOrderId(first.saleId), itemId: sale.items[1].itemId };
   expect(await activities.placeOrder(third)).toEqual({ status: 'PENDING' });
   expect(await sold(third.itemId)).toBe(1);
 });
@@ -301,18 +301,18 @@ test('Orders.pay for an order its workflow has not stored (the payment route): s
 
   // The same buyer holds a live order in the sale (I3): refused; the order is stored REJECTED. (Its unit, 2, is
   // held by no live order in PostgreSQL: only the buyer's other order stands in the way.)
-  const second = { ...order, orderId: randomUUID(), reservedAtMs: Date.now(), unit: 2 };
+  const second = { ...order, orderId: newOrderId(order.saleId), reservedAtMs: Date.now(), unit: 2 };
   expect(await clients.orders.pay(second.orderId, { paymentId: pid('route-second'), amount: 700 }, second)).toEqual({ error: 'ORDER_NOT_PENDING' });
   expect(await orderRow(clients.pool, second.orderId)).toMatchObject({ status: 'REJECTED', reason: 'ALREADY_PURCHASED' });
 
   // The last unit (2: the lapsed order's, which PostgreSQL never stored) goes to one order; PostgreSQL has none
   // left for another (I1): refused, stored REJECTED (without a unit), sold unchanged; so is a unit the item lacks.
-  const last = { ...order, orderId: randomUUID(), userId: `buyer-${randomUUID()}`, reservedAtMs: Date.now(), unit: 2 };
+  const last = { ...order, orderId: newOrderId(order.saleId), userId: `buyer-${randomUUID()}`, reservedAtMs: Date.now(), unit: 2 };
   expect(await clients.orders.pay(last.orderId, { paymentId: pid('route-last'), amount: 700 }, last)).toEqual({ status: 'PAID', paymentId: pid('route-last'), stored: true });
-  const over = { ...last, orderId: randomUUID(), userId: `buyer-${randomUUID()}` };
+  const over = { ...last, orderId: newOrderId(last.saleId), userId: `buyer-${randomUUID()}` };
   expect(await clients.orders.pay(over.orderId, { paymentId: pid('route-over'), amount: 700 }, over)).toEqual({ error: 'ORDER_NOT_PENDING' });
   expect(await orderRow(clients.pool, over.orderId)).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
-  const beyond = { ...last, orderId: randomUUID(), userId: `buyer-${randomUUID()}`, unit: 3 };
+  const beyond = { ...last, orderId: newOrderId(last.saleId), userId: `buyer-${randomUUID()}`, unit: 3 };
   expect(await clients.orders.pay(beyond.orderId, { paymentId: pid('route-beyond'), amount: 700 }, beyond)).toEqual({ error: 'ORDER_NOT_PENDING' });
   expect(await orderRow(clients.pool, beyond.orderId)).toMatchObject({ status: 'REJECTED', reason: 'SOLD_OUT' });
   expect((await clients.pool.query('SELECT unit FROM orders WHERE id = ANY($1)', [[over.orderId, beyond.orderId]])).rows).toEqual([{ unit: null }, { unit: null }]);

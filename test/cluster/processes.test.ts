@@ -10,7 +10,7 @@ import type { Client } from '@temporalio/client';
 import { shardKeys } from '../../src/reservation/layout';
 import { connectTemporal } from '../../src/workflows/client';
 import { startChild, type Child } from '../support/processes';
-import { bounded, buyerToken, connectClients, createTestSale, freePort, until, type Clients } from '../support/helpers';
+import { bounded, buyerToken, connectClients, createTestSale, freePort, NO_RATE_LIMITS, until, type Clients } from '../support/helpers';
 import { http, type ApiReply } from '../support/openapi';
 import { clusterConfig, clusterNodes } from '../support/cluster';
 
@@ -53,7 +53,7 @@ test('two API processes share the port, each with a starter, sell a 3-shard item
     REDIS_DB: '0',
     REDIS_KEY_PREFIX: 'test:',
     SALE_GATE_REQUIRED: 'false',
-    RATE_LIMIT_ENABLED: 'false',
+    ...NO_RATE_LIMITS,
     TEMPORAL_TASK_QUEUE: `processes-${randomUUID()}`,
   };
   api = startChild('api', 'dist/api/main.js', env, join(__dirname, '..', '..', 'reports', 'test', 'processes-api.log'), 'api listening');

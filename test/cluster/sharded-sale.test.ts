@@ -20,6 +20,7 @@ import { http, type ApiReply, type Http } from '../support/openapi';
 import { installTestRuntime } from '../support/temporalRuntime';
 import { clusterConfig, clusterNodesInfo, masterOf } from '../support/cluster';
 import { sharedMasters } from '../../src/reservation/placement';
+import { newOrderId } from '../../src/order/orderId';
 
 // The race waits for its orders' payment windows to close and the audit to pass.
 jest.setTimeout(120_000);
@@ -176,7 +177,7 @@ test('a unit taken from another shard than the buyer’s home goes back to that 
   const itemId = sale.items[0].itemId;
   const layout = await clients.store.layouts.get(sale.saleId);
   const [first, second] = names('release', 200).filter((buyer) => homeShard(layout, buyer) === 0);
-  const order = (userId: string) => ({ orderId: randomUUID(), saleId: sale.saleId, itemId, userId, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() });
+  const order = (userId: string) => ({ orderId: newOrderId(sale.saleId), saleId: sale.saleId, itemId, userId, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() });
 
   const one = order(first);
   expect(await clients.store.reserve(one)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 0, unit: 1, stockEpoch: 1 });
@@ -353,7 +354,7 @@ test('a unit released onto a shard the buyer already found empty, while another 
   const itemId = sale.items[0].itemId;
   const layout = await clients.store.layouts.get(sale.saleId);
   const homedOn = (k: number, prefix: string) => names(prefix, 200).find((buyer) => homeShard(layout, buyer) === k) as string;
-  const order = (userId: string) => ({ orderId: randomUUID(), saleId: sale.saleId, itemId, userId, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() });
+  const order = (userId: string) => ({ orderId: newOrderId(sale.saleId), saleId: sale.saleId, itemId, userId, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() });
   // One holder per shard takes that shard's one unit: the item is sold out.
   const holders = [0, 1, 2].map((k) => order(homedOn(k, 'race-holder')));
   for (const [k, holder] of holders.entries()) expect(await clients.store.reserve(holder)).toMatchObject({ kind: 'RESERVED', stockShard: k });

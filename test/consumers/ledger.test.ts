@@ -62,7 +62,7 @@ beforeAll(async () => {
   const kafka = createKafka(config, 'test-ledger');
   admin = kafka.admin();
   await admin.connect();
-  events = await EventPublisher.connect(kafka, config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+  events = await EventPublisher.connect(kafka, config.KAFKA_TOPIC);
   start = await endOffsets();
   await admin.setOffsets({ groupId, topic: config.KAFKA_TOPIC, partitions: start });
   ledger = await startLedger(config, clients.pool, { groupId });

@@ -14,6 +14,7 @@ import { paidSignal } from '../../src/workflows/definitions';
 import { type Clients, createTestSale, orderRow, reserveUnit, testConfig, until } from '../support/helpers';
 import { uniqueEvents, type EventTap } from '../support/kafka';
 import { useWorkflowHarness } from '../support/workflowHarness';
+import { newOrderId } from '../../src/order/orderId';
 
 const PRICE = 700;
 const WINDOW_MS = 2000;
@@ -31,7 +32,7 @@ async function startOrders(count: number) {
   const orders: OrderInput[] = [];
   for (let i = 0; i < count; i++) {
     const order: OrderInput = {
-      orderId: randomUUID(),
+      orderId: newOrderId(sale.saleId),
       saleId: sale.saleId,
       itemId: sale.items[0].itemId,
       userId: `racer-${i}-${randomUUID().slice(0, 8)}`,
@@ -127,7 +128,7 @@ test('a workflow that runs before its deadline settles at that deadline, not a w
   const queueWaitMs = 4000;
   const sale = await createTestSale(clients, { quantities: [1], priceMinor: PRICE, paymentWindowMs: windowMs });
   const order: OrderInput = {
-    orderId: randomUUID(),
+    orderId: newOrderId(sale.saleId),
     saleId: sale.saleId,
     itemId: sale.items[0].itemId,
     userId: `late-${randomUUID().slice(0, 8)}`,
@@ -159,7 +160,7 @@ test('a workflow first run after its deadline places and settles in its first ta
   const windowMs = 1000;
   const sale = await createTestSale(clients, { quantities: [1], priceMinor: PRICE, paymentWindowMs: windowMs });
   const order: OrderInput = {
-    orderId: randomUUID(),
+    orderId: newOrderId(sale.saleId),
     saleId: sale.saleId,
     itemId: sale.items[0].itemId,
     userId: `backlog-${randomUUID().slice(0, 8)}`,

@@ -13,6 +13,7 @@ import { startOrderWorkflow } from '../../src/workflows/client';
 import { paidSignal } from '../../src/workflows/definitions';
 import { createTestSale, reserveUnit, settledAudit, testConfig } from '../support/helpers';
 import { useWorkflowHarness } from '../support/workflowHarness';
+import { newOrderId } from '../../src/order/orderId';
 
 const ROOT = join(__dirname, '..', '..');
 const OUTAGE_MS = 40_000;
@@ -30,7 +31,7 @@ test('broker stopped for 40 s while orders are placed, paid and expire: every or
   const stoppedAt = Date.now();
   for (let i = 0; i < 6; i++) {
     const order: OrderInput = {
-      orderId: randomUUID(),
+      orderId: newOrderId(sale.saleId),
       saleId: sale.saleId,
       itemId: sale.items[0].itemId,
       userId: `outage-${i}-${randomUUID().slice(0, 8)}`,

@@ -24,6 +24,7 @@ import { OrderStatusKey, paidSignal, payUpdate } from '../../src/workflows/defin
 import { type Clients, createTestSale, orderRow, testConfig, until } from '../support/helpers';
 import { countByType, uniqueEvents, type EventTap } from '../support/kafka';
 import { useWorkflowHarness } from '../support/workflowHarness';
+import { newOrderId } from '../../src/order/orderId';
 
 const PRICE = 2500;
 const SHORT_WINDOW_MS = 3000;
@@ -40,7 +41,7 @@ beforeAll(() => ({ clients, temporal, tap, api } = harness));
 async function startOrder(paymentWindowMs: number): Promise<{ order: OrderInput; handle: WorkflowHandle }> {
   const sale = await createTestSale(clients, { quantities: [5], priceMinor: PRICE, paymentWindowMs });
   const order: OrderInput = {
-    orderId: randomUUID(),
+    orderId: newOrderId(sale.saleId),
     saleId: sale.saleId,
     itemId: sale.items[0].itemId,
     userId: `buyer-${randomUUID()}`,

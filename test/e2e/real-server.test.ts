@@ -4,13 +4,10 @@
  * (TEMPORAL_PORT): the production worker runs one order that is paid through the `pay` update, one that expires
  * and is compensated, and one that PostgreSQL refuses (its unit held by another live order: REJECTED), and the
  * operators' search attributes answer visibility queries on the server's PostgreSQL visibility store, and in its
- * Web UI (Temporal's UI server, which services.sh builds and starts beside it). And a
- * worker that runs the starter (STARTER_IN_WORKER) starts an accepted order's workflow with eager start: the
- * server hands its first workflow task straight back to that worker.
+ * Web UI (Temporal's UI server, which services.sh builds and starts beside it).
  */
 import { randomUUID } from 'node:crypto';
 import type { WorkflowExecutionInfo } from '@temporalio/client';
-import { startApi } from '../../src/api/main';
 import { newOrderId } from '../../src/order/orderId';
 import type { OrderInput } from '../../src/order/types';
 import type { Sale } from '../../src/sale/sales';
@@ -18,10 +15,7 @@ import { startOrderWorkflow } from '../../src/workflows/client';
 import { payUpdate } from '../../src/workflows/definitions';
 import { stackEnv } from '../../scripts/stack-env';
 import { prepareEnvironment } from '../support/environment';
-import { buildWorkflowBundle } from '../../src/worker/bundle';
-import { startWorker } from '../../src/worker/main';
-import { buyerToken, createTestSale, eventually, orderResult, reserveUnit, testConfig } from '../support/helpers';
-import { http } from '../support/openapi';
+import { createTestSale, eventually, orderResult, reserveUnit, testConfig } from '../support/helpers';
 import { useWorkflowHarness } from '../support/workflowHarness';
 
 jest.setTimeout(120_000);
@@ -98,23 +92,4 @@ test('paid, expired and rejected orders end on the real server, and their search
   // The compensation ran on this server too: the expired order's unit is back in stock; the refused order's
   // unit stays out (the holder has it). 5 units: the paid one and the held one are out.
   expect((await clients.store.stock(sale.saleId, [sale.items[0].itemId])).get(sale.items[0].itemId)).toBe(3);
-});
-
-test('a worker with STARTER_IN_WORKER starts an accepted order with eager start, and the order ends', async () => {
-  const queue = `eager-${randomUUID()}`;
-  const api = await startApi(testConfig({ ...overrides, TEMPORAL_TASK_QUEUE: queue, STARTER_IN_API: 'false' }));
-  const worker = await startWorker(testConfig({ ...overrides, TEMPORAL_TASK_QUEUE: queue, STARTER_IN_WORKER: 'true' }), await buildWorkflowBundle());
-  try {
-    const sale = await createTestSale(harness.clients, { quantities: [2], priceMinor: PRICE, paymentWindowMs: WINDOW_MS });
-    const token = await buyerToken(config, `eager-${randomUUID()}`);
-    const purchase = await http(api.url)('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token });
-    expect(purchase.status).toBe(202);
-    const orderId = purchase.body.orderId as string;
-    expect((await orderResult(harness.temporal, orderId)).status).toBe('EXPIRED');
-    const history = await harness.temporal.workflow.getHandle(orderId).fetchHistory();
-    const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
-    expect({ queue: started?.taskQueue?.name, eager: started?.eagerExecutionAccepted }).toEqual({ queue, eager: true });
-  } finally {
-    await Promise.allSettled([worker.shutdown(), api.close()]);
-  }
 });

@@ -18,6 +18,7 @@ import { connectTemporal, startOrderWorkflow } from '../../src/workflows/client'
 import { paidSignal } from '../../src/workflows/definitions';
 import { connectClients, createTestSale, testConfig, until, type Clients } from '../support/helpers';
 import { openEventTap, uniqueEvents, type EventTap } from '../support/kafka';
+import { newOrderId } from '../../src/order/orderId';
 
 const ROOT = join(__dirname, '..', '..');
 const ORDERS = 30;
@@ -131,7 +132,7 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
   const signalled = new Set<string>();
   for (let i = 0; i < ORDERS; i++) {
     const order: OrderInput = {
-      orderId: randomUUID(),
+      orderId: newOrderId(sale.saleId),
       saleId: sale.saleId,
       itemId,
       userId: `crash-${randomUUID()}`,

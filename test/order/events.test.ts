@@ -31,7 +31,7 @@ beforeAll(async () => {
       return producer;
     },
   } as unknown as Kafka;
-  publisher = await EventPublisher.connect(counting, config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+  publisher = await EventPublisher.connect(counting, config.KAFKA_TOPIC);
   tap = await openEventTap(config);
 });
 

@@ -24,7 +24,7 @@ import { newOrderId } from '../../src/order/orderId';
 import { startOrderWorkflow } from '../../src/workflows/client';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker } from '../../src/worker/main';
-import { bounded, buyerToken, type Clients, connectClients, createTestSale, freePort, orderResult, orderRow, reserveUnit, settledAudit, testConfig, until } from '../support/helpers';
+import { bounded, buyerToken, type Clients, connectClients, createTestSale, freePort, NO_RATE_LIMITS, orderResult, orderRow, reserveUnit, settledAudit, testConfig, until } from '../support/helpers';
 import { countByType, uniqueEvents, type EventTap } from '../support/kafka';
 import { http, type ApiReply } from '../support/openapi';
 import { openRelay, type Relay } from '../support/relay';
@@ -155,7 +155,7 @@ test('an API process SIGKILLed while its starter holds unstarted entries: anothe
     STARTER_CLAIM_IDLE_MS: '4000',
     // As the suite's own API (testConfig): its crowd buys without the gate, from one IP.
     SALE_GATE_REQUIRED: String(config.SALE_GATE_REQUIRED),
-    RATE_LIMIT_ENABLED: String(config.RATE_LIMIT_ENABLED),
+    ...NO_RATE_LIMITS,
   };
   const doomed = startChild('doomed api', 'dist/api/main.js', env, join(mkdtempSync(join(tmpdir(), 'start-queue-')), 'api.log'), 'api listening');
   toClose.push(() => doomed.stop());
@@ -186,7 +186,7 @@ test('an API process SIGKILLed while its starter holds unstarted entries: anothe
 test('a start whose answer never came back counts as done: the next start finds the workflow (already_started), and the entry leaves the queue', async () => {
   const sale = await createTestSale(clients, { quantities: [3], paymentWindowMs: 2000 });
   const order = {
-    orderId: randomUUID(),
+    orderId: newOrderId(sale.saleId),
     saleId: sale.saleId,
     itemId: sale.items[0].itemId,
     userId: `lost-answer-${run}`,

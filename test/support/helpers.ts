@@ -20,6 +20,9 @@ import { createSale, loadSale, type Sale } from '../../src/sale/sales';
 import { shardPlacer } from '../../src/reservation/placement';
 import { freePort, until } from './processes';
 
+/** Limits so high that no suite meets them but those that test the limits (which set their own). */
+export const NO_RATE_LIMITS = { RATE_LIMIT_PER_IP: '1000000000', RATE_LIMIT_PER_BUYER: '1000000000', RATE_LIMIT_READS_PER_IP: '1000000000' };
+
 /**
  * Configuration for a test: silent logs, free ports for the API's two doors, a task queue no other suite polls,
  * purchases without the sale gate and without rate limits (every suite's crowd comes from loopback), which the
@@ -34,7 +37,7 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     INTERNAL_API_PORT: '0',
     TEMPORAL_TASK_QUEUE: `test-${randomUUID()}`,
     SALE_GATE_REQUIRED: 'false',
-    RATE_LIMIT_ENABLED: 'false',
+    ...NO_RATE_LIMITS,
     ...overrides,
   });
 }

@@ -32,6 +32,7 @@ import { OrderStatusKey, paidSignal, statusQuery } from '../../src/workflows/def
 import { type Clients, connectClients, createTestSale, orderRow, testConfig } from '../support/helpers';
 import { countByType, openEventTap, uniqueEvents, type EventTap } from '../support/kafka';
 import { timeSkippingEnvironment } from '../support/temporalRuntime';
+import { newOrderId } from '../../src/order/orderId';
 
 const WINDOW_MS = 600_000;
 const PRICE = 1999;
@@ -57,7 +58,7 @@ function workerOn(taskQueue: string): Promise<Worker> {
 beforeAll(async () => {
   env = await timeSkippingEnvironment();
   clients = connectClients(config);
-  events = await EventPublisher.connect(createKafka(config, 'test-timeskipping'), config.KAFKA_TOPIC, config.KAFKA_IDEMPOTENT);
+  events = await EventPublisher.connect(createKafka(config, 'test-timeskipping'), config.KAFKA_TOPIC);
   tap = await openEventTap(config);
   bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('WARN') });
   worker = await workerOn(config.TEMPORAL_TASK_QUEUE);
@@ -75,7 +76,7 @@ afterAll(async () => {
 async function reservedOrder(quantity = 10): Promise<OrderInput> {
   const sale = await createTestSale(clients, { quantities: [quantity], priceMinor: PRICE, paymentWindowMs: WINDOW_MS });
   const order: OrderInput = {
-    orderId: randomUUID(),
+    orderId: newOrderId(sale.saleId),
     saleId: sale.saleId,
     itemId: sale.items[0].itemId,
     userId: `buyer-${randomUUID()}`,
@@ -260,7 +261,7 @@ test('a duplicated paid signal has one effect; another payment for a paid order 
 test('the unit Redis gave is held by another live order in PostgreSQL (Redis drifted): REJECTED SOLD_OUT, reservation ended, the unit kept out of stock', async () => {
   const order = await reservedOrder(1);
   // Another buyer's live order in PostgreSQL holds the item's one unit, which Redis still gave this order.
-  const holder = { ...order, orderId: randomUUID(), userId: `holder-${randomUUID()}` };
+  const holder = { ...order, orderId: newOrderId(order.saleId), userId: `holder-${randomUUID()}` };
   expect(await clients.orders.place(holder)).toEqual({ status: 'PENDING' });
   const handle = await start(order);
 

@@ -79,7 +79,7 @@ async function timed<T>(work: () => Promise<T>): Promise<{ ms: number; value: T 
 export async function benchAccept(): Promise<AcceptFigures[]> {
   const taskQueue = `bench-accept-${randomUUID()}`;
   // Gate and rate limits on, as deployed; the crowd's one client IP (loopback) has its limit lifted, not removed.
-  const env = { ...process.env, ...(ON_CLUSTER ? { REDIS_CLUSTER_NODES: clusterNodes(), REDIS_DB: '0' } : {}), LOG_LEVEL: 'info', API_PORT: String(await freePort()), INTERNAL_API_PORT: '0', TEMPORAL_TASK_QUEUE: taskQueue, SALE_GATE_REQUIRED: 'true', RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
+  const env = { ...process.env, ...(ON_CLUSTER ? { REDIS_CLUSTER_NODES: clusterNodes(), REDIS_DB: '0' } : {}), LOG_LEVEL: 'info', API_PORT: String(await freePort()), INTERNAL_API_PORT: '0', TEMPORAL_TASK_QUEUE: taskQueue, SALE_GATE_REQUIRED: 'true', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
   const barePort = await freePort();
   const config = loadConfig(env);
   const pool = createPool(config);

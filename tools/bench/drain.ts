@@ -10,8 +10,7 @@
  * of the worker and of PostgreSQL (read from /proc), completed workflows per second, and the worker's sticky
  * cache misses and evictions (Core's metrics: a miss is a run replayed from its history); then each order
  * figure as a ratio to the minimal workflow's; then the same orders again, started by the product's starter
- * from the start queues: in a process of its own (as the API's, apart from the worker), and inside the worker
- * process with eager start (STARTER_IN_WORKER), with the starter's CPU and the share started eagerly. All of it
+ * from the start queues, in a process of its own (as the API's, apart from the worker), with the starter's CPU. All of it
  * on the dev server, then, when `services.sh up --temporal-server` made it, on the real server (its four
  * processes' CPU as Temporal's; its persistence is the stack's PostgreSQL, so PostgreSQL's CPU there includes
  * Temporal's own writes; the actions its `action` metric counted), and each figure of the real server as a ratio to the dev server's. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
@@ -64,8 +63,6 @@ export interface KindFigures {
   stickyMisses: number;
   /** Runs the worker evicted from its cache to make room, per workflow. */
   cacheEvictions: number;
-  /** Share of the sampled workflows whose start the server answered with their first task (eager start). */
-  eagerShare: number;
   /**
    * Actions per workflow as the server counts them (its `action` metric, what Temporal Cloud bills and rate-limits
    * by); 0 where not measured (the dev server exports no metrics here).
@@ -112,13 +109,11 @@ async function measure(temporal: Client, query: string, count: number, target: T
   // Histories are read after the CPU figures, so reading them is not charged to the workflows.
   let tasks = 0;
   let events = 0;
-  let eager = 0;
   const sample = ids.filter((_, i) => i % Math.max(1, Math.floor(ids.length / SAMPLE)) === 0).slice(0, SAMPLE);
   for (const id of sample) {
     const history = await temporal.workflow.getHandle(id).fetchHistory();
     events += history.events?.length ?? 0;
     tasks += (history.events ?? []).filter((e) => e.workflowTaskCompletedEventAttributes).length;
-    if (history.events?.[0]?.workflowExecutionStartedEventAttributes?.eagerExecutionAccepted) eager++;
   }
   return {
     workflows: count,
@@ -132,7 +127,6 @@ async function measure(temporal: Client, query: string, count: number, target: T
     completedPerS: Math.round((count / seconds) * 10) / 10,
     stickyMisses: per(cacheAfter.misses - cacheBefore.misses),
     cacheEvictions: per(cacheAfter.evictions - cacheBefore.evictions),
-    eagerShare: Math.round((eager / sample.length) * 100) / 100,
     actions,
   };
 }
@@ -175,9 +169,8 @@ interface Rig {
 
 /**
  * @param temporalPort the frontend of the Temporal to measure (default: TEMPORAL_PORT, the dev server's)
- * @param workerEnv more settings of the worker process (STARTER_IN_WORKER)
  */
-async function rig(temporalPort: string | undefined, workerEnv: Record<string, string> = {}): Promise<Rig> {
+async function rig(temporalPort: string | undefined): Promise<Rig> {
   const taskQueue = `bench-drain-${randomUUID()}`;
   const baselineQueue = `${taskQueue}-baseline`;
   const env = { ...process.env, ...(temporalPort && { TEMPORAL_PORT: temporalPort }) };
@@ -190,7 +183,7 @@ async function rig(temporalPort: string | undefined, workerEnv: Record<string, s
   const worker = startChild(
     'drain worker',
     'tools/bench/drainWorker.ts',
-    { ...env, ...workerEnv, TEMPORAL_TASK_QUEUE: taskQueue, BENCH_DRAIN_BASELINE_QUEUE: baselineQueue, LOG_LEVEL: 'warn', WORKER_METRICS_PORT: String(metricsPort) },
+    { ...env, TEMPORAL_TASK_QUEUE: taskQueue, BENCH_DRAIN_BASELINE_QUEUE: baselineQueue, LOG_LEVEL: 'warn', WORKER_METRICS_PORT: String(metricsPort) },
     join(logDir, 'worker.log'),
     'drain worker running',
   );
@@ -214,8 +207,8 @@ async function rig(temporalPort: string | undefined, workerEnv: Record<string, s
 /**
  * ORDERS orders, half paid by signal once stored (payment window 10 min), half expiring after WINDOW_MS, each
  * with its unit reserved in Redis first (its start queue entry written with it). `startedBy` 'bench': the bench
- * starts each workflow itself, IN_FLIGHT at once, and the queue entries are dropped; 'queue': a starter (its own
- * process, or the worker's) starts them from the start queues.
+ * starts each workflow itself, IN_FLIGHT at once, and the queue entries are dropped; 'queue': a starter process
+ * starts them from the start queues.
  */
 async function runOrders(r: Rig, startedBy: 'bench' | 'queue'): Promise<KindFigures> {
   const newSale = async (paymentWindowMs: number) => {
@@ -283,57 +276,38 @@ async function benchDrain(temporalPort?: string): Promise<{ minimal: KindFigures
   }
 }
 
-/**
- * Orders started by the product's starter: in a process of its own (`dist/starter/main.js`, as the API's runs
- * beside the purchases), or inside the worker process with eager start (STARTER_IN_WORKER).
- */
-async function benchPlacement(temporalPort: string | undefined, placement: 'starter process' | 'worker, eager'): Promise<KindFigures> {
-  const inWorker = placement === 'worker, eager';
-  const r = await rig(temporalPort, { STARTER_IN_WORKER: String(inWorker) });
-  const starter = inWorker
-    ? undefined
-    : startChild('starter', 'dist/starter/main.js', { ...r.env, TEMPORAL_TASK_QUEUE: r.taskQueue, LOG_LEVEL: 'info' }, join(r.logDir, 'starter.log'), 'starter running');
+/** Orders started by the product's starter in a process of its own (`dist/starter/main.js`, as the API's runs beside the purchases). */
+async function benchStarter(temporalPort: string | undefined): Promise<KindFigures> {
+  const r = await rig(temporalPort);
+  const starter = startChild('starter', 'dist/starter/main.js', { ...r.env, TEMPORAL_TASK_QUEUE: r.taskQueue, LOG_LEVEL: 'info' }, join(r.logDir, 'starter.log'), 'starter running');
   try {
-    await starter?.ready;
-    if (starter) r.target.starter = starter.process.pid as number;
+    await starter.ready;
+    r.target.starter = starter.process.pid as number;
     return await runOrders(r, 'queue');
   } finally {
-    await starter?.stop();
+    await starter.stop();
     await r.close();
   }
 }
 
 /**
  * The dev server, then the real server when `services.sh up --temporal-server` made it: on each, the orders
- * against the minimal workflow, then the orders started by the starter in a process of its own and by the
- * worker's starter with eager start; one run, side by side.
+ * against the minimal workflow, then the orders started by a starter process; one run, side by side.
  */
 async function main(): Promise<void> {
   const realPort = realServerPort();
   const servers: [string, string | undefined][] = [['dev server', undefined], ...(realPort ? [['real server', realPort] as [string, string]] : [])];
-  const figures: Record<string, Awaited<ReturnType<typeof benchDrain>> & { placements: Record<string, KindFigures> }> = {};
+  const figures: Record<string, Awaited<ReturnType<typeof benchDrain>> & { starter: KindFigures }> = {};
   for (const [name, port] of servers) {
     const base = await benchDrain(port);
-    const placements: Record<string, KindFigures> = {};
-    for (const placement of ['starter process', 'worker, eager'] as const) placements[placement] = await benchPlacement(port, placement);
-    figures[name] = { ...base, placements };
-    console.log(`\norder cost on the ${name}: ${ORDERS} orders (half paid by signal once stored, half expired after ${WINDOW_MS} ms) vs ${ORDERS} minimal workflows, one worker; started by the bench (${IN_FLIGHT} in flight), by a starter process, by the worker's starter with eager start`);
-    console.table({
-      minimal: base.minimal,
-      'order (bench starts)': base.order,
-      'order / minimal': base.ratio,
-      'order (starter process)': placements['starter process'],
-      'order (worker, eager)': placements['worker, eager'],
-      'worker, eager / starter process': ratios(placements['starter process'], placements['worker, eager']),
-    });
+    const starter = await benchStarter(port);
+    figures[name] = { ...base, starter };
+    console.log(`\norder cost on the ${name}: ${ORDERS} orders (half paid by signal once stored, half expired after ${WINDOW_MS} ms) vs ${ORDERS} minimal workflows, one worker; started by the bench (${IN_FLIGHT} in flight), then by a starter process`);
+    console.table({ minimal: base.minimal, 'order (bench starts)': base.order, 'order / minimal': base.ratio, 'order (starter process)': starter });
   }
   const real = figures['real server'];
   const dev = figures['dev server'];
-  const realOverDev = real && {
-    order: ratios(dev.order, real.order),
-    minimal: ratios(dev.minimal, real.minimal),
-    'worker, eager': ratios(dev.placements['worker, eager'], real.placements['worker, eager']),
-  };
+  const realOverDev = real && { order: ratios(dev.order, real.order), minimal: ratios(dev.minimal, real.minimal), 'starter process': ratios(dev.starter, real.starter) };
   if (realOverDev) {
     console.log('\nreal server / dev server');
     console.table(realOverDev);

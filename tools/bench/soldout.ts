@@ -5,9 +5,8 @@
  * Each server runs in its own process, and each is driven in turn by autocannon (library, in another child
  * process) over loopback, in two modes: `repeat-token`, one buyer token on every request (an impatient buyer
  * pressing again), and `fresh-tokens`, a token the server has never seen on every request (a crowd's first
- * presses). By default a sold-out item answers before any token is verified, so the two modes differ only in
- * the bytes sent; with SOLD_OUT_VERIFIES_TOKEN=true every fresh token is a full signature check and the
- * repeated one is remembered once verified. On Linux with two or more CPUs the servers are pinned to CPU 0
+ * presses). A sold-out item answers before any token is verified, so the two modes differ only in the bytes
+ * sent. On Linux with two or more CPUs the servers are pinned to CPU 0
  * and the load generator to CPU 1. A single run's rate moves by ±15% on a small VM, so each mode runs ROUNDS
  * rounds of the targets back to back (rotating which goes first) and the headline is the median of the
  * per-round ratios. A second, identical bare server runs in every round too:
@@ -19,7 +18,7 @@
  *
  * Options (environment): BENCH_DURATION_S (5), BENCH_ROUNDS (5), BENCH_CONNECTIONS (100), BENCH_WARMUP_S (2),
  * BENCH_MODES (repeat-token,fresh-tokens), BENCH_PIN (1; 0 leaves scheduling to the OS); the API's own
- * variables apply too, e.g. SOLD_OUT_VERIFIES_TOKEN=true.
+ * variables apply too.
  */
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -283,7 +282,7 @@ async function main(): Promise<void> {
     timeouts: r.timeouts,
   }));
   console.log(
-    `\nsold-out path, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION_S} s per target and mode, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}, ${pinned ? 'servers pinned to CPU 0, load generator to CPU 1' : 'not pinned'}, SOLD_OUT_VERIFIES_TOKEN=${config.SOLD_OUT_VERIFIES_TOKEN}`,
+    `\nsold-out path, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION_S} s per target and mode, node ${process.version}, ${cpus().length} CPUs, load before ${loadBefore.toFixed(2)}, ${pinned ? 'servers pinned to CPU 0, load generator to CPU 1' : 'not pinned'}`,
   );
   console.table(rows);
   const cpuPerRequest = (target: Target, mode: Mode) =>
@@ -306,7 +305,6 @@ async function main(): Promise<void> {
     rounds: ROUNDS,
     results,
     pinned,
-    soldOutVerifiesToken: config.SOLD_OUT_VERIFIES_TOKEN,
     roundRatios: byMode((mode) => roundRatios(mode)),
     ratio: byMode((mode) => median(roundRatios(mode))),
     calibration: byMode((mode) => median(roundRatios(mode, 'bare-koa-2'))),

@@ -70,13 +70,11 @@ function segment(raw: string): string {
  * soon as the request carries a bearer token shaped like a JWT, before the token is verified: the answer is
  * the same for every buyer and acts for no one (I6, I7), and the check would cost more than the whole answer.
  * Most of a stampede ends here, synchronously, before the router's dispatch (docs/performance.md has the
- * same-run figures). Anything else goes on to the router. SOLD_OUT_VERIFIES_TOKEN=true (or
- * SOLD_OUT_CACHE=false) leaves every purchase to the route.
+ * same-run figures). Anything else goes on to the router.
  */
-export function soldOutAnswer({ soldOut, config, metrics }: Pick<AppDeps, 'soldOut' | 'config' | 'metrics'>) {
-  const enabled = config.SOLD_OUT_CACHE && !config.SOLD_OUT_VERIFIES_TOKEN;
+export function soldOutAnswer({ soldOut, metrics }: Pick<AppDeps, 'soldOut' | 'metrics'>) {
   return function answerSoldOut(ctx: Context, next: Next): void | Promise<void> {
-    if (!enabled || ctx.method !== 'POST') return next();
+    if (ctx.method !== 'POST') return next();
     const startedAt = performance.now();
     const match = PURCHASE_PATH.exec(ctx.path);
     const itemId = match ? parseId(segment(match[1])) : undefined;
@@ -95,7 +93,7 @@ export function purchaseHandler({ catalog, store, soldOut, starter, metrics, log
     const state = ctx.state as PurchaseState;
     const itemId = parseId(ctx.params.itemId);
     if (itemId === undefined) return reply(ctx, 'INVALID_ITEM_ID');
-    if (config.SOLD_OUT_CACHE && soldOut.has(itemId)) return reply(ctx, 'SOLD_OUT');
+    if (soldOut.has(itemId)) return reply(ctx, 'SOLD_OUT');
     const item = await catalog.get(itemId);
     if (!item) return reply(ctx, 'ITEM_NOT_FOUND');
     const now = Date.now();
