@@ -57,6 +57,11 @@ function shardsFrom(first: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => (first + i) % count);
 }
 
+/** The keys reserve.lua takes a unit with, in its order, whether it checks the buyer too (reserve) or not (take). */
+function unitKeys(keys: ReturnType<typeof shardKeys>, itemId: number): [stock: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string] {
+  return [keys.stock(itemId), keys.reservations, keys.startQueue, keys.returns(itemId), keys.released, keys.loaded];
+}
+
 /**
  * Stock and reservations of sale events in Redis: reserve and release, and the reads of ReservationView. Methods
  * throw ioredis errors when Redis stays unreachable.
@@ -99,12 +104,7 @@ export class ReservationStore extends ReservationView {
       const keys = shardKeys(tagOf(layout, home));
       const reply = await idempotent(() =>
         this.redis.reserve(
-          keys.stock(order.itemId),
-          keys.reservations,
-          keys.startQueue,
-          keys.returns(order.itemId),
-          keys.released,
-          keys.loaded,
+          ...unitKeys(keys, order.itemId),
           keys.buyers,
           order.orderId,
           reservationTerms(order),
@@ -176,12 +176,7 @@ export class ReservationStore extends ReservationView {
     const keys = shardKeys(tagOf(layout, k));
     const reply = await idempotent(() =>
       this.redis.take(
-        keys.stock(order.itemId),
-        keys.reservations,
-        keys.startQueue,
-        keys.returns(order.itemId),
-        keys.released,
-        keys.loaded,
+        ...unitKeys(keys, order.itemId),
         order.orderId,
         reservationTerms(order),
         String(claimedAtMs),

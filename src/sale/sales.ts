@@ -112,22 +112,30 @@ export async function createSale(pool: Pool, input: SaleInput, placeShards: Shar
   return sale;
 }
 
-/** @returns the sale with its items, or undefined */
-export async function findSale(pool: Pool, saleId: number): Promise<Sale | undefined> {
+/**
+ * @param itemColumns the items' columns to read (table alias i), as the item's fields
+ * @returns the sale's row and its items, or undefined when there is no such sale
+ */
+async function readSale<Item>(pool: Pool, saleId: number, itemColumns: string): Promise<(Omit<Sale, 'items'> & { items: Item[] }) | undefined> {
   const sale = await pool.query<Omit<Sale, 'items'>>(
     `SELECT id AS "saleId", name, starts_at AS "startsAt", ends_at AS "endsAt", payment_window_ms AS "paymentWindowMs"
      FROM sale_events WHERE id = $1`,
     [saleId],
   );
   if (sale.rowCount !== 1) return undefined;
-  const items = await pool.query<SaleItem>(
-    `SELECT i.id AS "itemId", i.product_id AS "productId", i.name, i.quantity,
-            (SELECT count(*)::int FROM orders o WHERE o.item_id = i.id AND o.status IN ('PENDING', 'PAID')) AS sold,
-            i.price_minor::float8 AS "priceMinor", i.currency, i.stock_shards AS "stockShards"
-     FROM items i WHERE i.sale_id = $1 ORDER BY i.id`,
-    [saleId],
-  );
+  const items = await pool.query<Item & object>(`SELECT ${itemColumns} FROM items i WHERE i.sale_id = $1 ORDER BY i.id`, [saleId]);
   return { ...sale.rows[0], items: items.rows };
+}
+
+/** @returns the sale with its items, or undefined */
+export function findSale(pool: Pool, saleId: number): Promise<Sale | undefined> {
+  return readSale<SaleItem>(
+    pool,
+    saleId,
+    `i.id AS "itemId", i.product_id AS "productId", i.name, i.quantity,
+     (SELECT count(*)::int FROM orders o WHERE o.item_id = i.id AND o.status IN ('PENDING', 'PAID')) AS sold,
+     i.price_minor::float8 AS "priceMinor", i.currency, i.stock_shards AS "stockShards"`,
+  );
 }
 
 /** A sale as its public view shows it: Sale without what only the house reads (each item's quantity, live orders, shards). */
@@ -136,19 +144,8 @@ export interface SaleListing extends Omit<Sale, 'items'> {
 }
 
 /** @returns the sale with its items as the public view shows them (findSale without its count of live orders), or undefined */
-export async function findSaleListing(pool: Pool, saleId: number): Promise<SaleListing | undefined> {
-  const sale = await pool.query<Omit<SaleListing, 'items'>>(
-    `SELECT id AS "saleId", name, starts_at AS "startsAt", ends_at AS "endsAt", payment_window_ms AS "paymentWindowMs"
-     FROM sale_events WHERE id = $1`,
-    [saleId],
-  );
-  if (sale.rowCount !== 1) return undefined;
-  const items = await pool.query<SaleListing['items'][number]>(
-    `SELECT id AS "itemId", product_id AS "productId", name, price_minor::float8 AS "priceMinor", currency
-     FROM items WHERE sale_id = $1 ORDER BY id`,
-    [saleId],
-  );
-  return { ...sale.rows[0], items: items.rows };
+export function findSaleListing(pool: Pool, saleId: number): Promise<SaleListing | undefined> {
+  return readSale<SaleListing['items'][number]>(pool, saleId, `i.id AS "itemId", i.product_id AS "productId", i.name, i.price_minor::float8 AS "priceMinor", i.currency`);
 }
 
 /** @returns the highest sale id made so far (ids are handed out in order), 0 when there is none */

@@ -7,44 +7,21 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Client } from '@temporalio/client';
-import { startApi, type RunningApi } from '../../src/api/main';
 import { newOrderId } from '../../src/order/orderId';
 import { saleKeys } from '../../src/reservation/layout';
-import { connectTemporal } from '../../src/workflows/client';
-import { buildWorkflowBundle } from '../../src/worker/bundle';
-import { startWorker, type RunningWorker } from '../../src/worker/main';
-import { bounded, buyerToken, connectClients, eventually, createTestSale, testConfig, type Clients } from '../support/helpers';
-import { http, type ApiReply, type Http } from '../support/openapi';
-import { installTestRuntime } from '../support/temporalRuntime';
+import { bounded, buyerToken, eventually, createTestSale, testConfig, type Clients } from '../support/helpers';
+import type { ApiReply, Http } from '../support/openapi';
+import { useAppHarness } from '../support/apiHarness';
 
 const run = randomUUID().slice(0, 8);
 const config = testConfig();
 
+const harness = useAppHarness(config, 'purchase-race');
+/** Every order accepted in this suite, terminated once it ends so no workflow outlives the suite's worker. */
+const accepted = harness.accepted;
 let clients: Clients;
-let api: RunningApi;
-let worker: RunningWorker;
-let temporal: Client;
 let call: Http;
-/** Every order accepted in this suite, terminated in afterAll so no workflow outlives the suite's worker. */
-const accepted: string[] = [];
-
-beforeAll(async () => {
-  installTestRuntime();
-  clients = connectClients(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  api = await startApi(config);
-  temporal = await connectTemporal(config);
-  call = http(api.url);
-});
-
-afterAll(async () => {
-  await api?.close();
-  await Promise.allSettled(accepted.map((id) => temporal.workflow.getHandle(id).terminate('purchase-race suite finished')));
-  await temporal?.connection.close();
-  await worker?.shutdown();
-  await clients?.close();
-});
+beforeAll(() => ({ clients, call } = harness));
 
 function statusCounts(replies: ApiReply[]): Record<number, number> {
   const counts: Record<number, number> = {};

@@ -5,19 +5,14 @@
  * rebuild after every shard lost its keys. Every response is checked against openapi.yaml by the http() wrapper.
  */
 import { randomUUID } from 'node:crypto';
-import type { Client } from '@temporalio/client';
 import Redis from 'ioredis';
-import { startApi, type RunningApi } from '../../src/api/main';
 import { homeShard, shardKeys, shardQuantity, shardUnits, type SaleLayout } from '../../src/reservation/layout';
 import { repairClaims } from '../../src/reservation/claims';
 import { claimMember, entryFields, parseReservation, reservationTerms } from '../../src/reservation/formats';
 import { loadSale } from '../../src/sale/sales';
-import { connectTemporal } from '../../src/workflows/client';
-import { buildWorkflowBundle } from '../../src/worker/bundle';
-import { startWorker, type RunningWorker } from '../../src/worker/main';
-import { bounded, buyerToken, connectClients, createTestSale, eventually, settledAudit, type Clients } from '../support/helpers';
-import { http, type ApiReply, type Http } from '../support/openapi';
-import { installTestRuntime } from '../support/temporalRuntime';
+import { bounded, buyerToken, createTestSale, eventually, settledAudit, type Clients } from '../support/helpers';
+import type { ApiReply, Http } from '../support/openapi';
+import { useAppHarness, type AppHarness } from '../support/apiHarness';
 import { clusterConfig, clusterNodesInfo, masterOf } from '../support/cluster';
 import { sharedMasters } from '../../src/reservation/placement';
 import { newOrderId } from '../../src/order/orderId';
@@ -28,33 +23,15 @@ jest.setTimeout(120_000);
 const run = randomUUID().slice(0, 8);
 const config = clusterConfig();
 
+const harness = useAppHarness(config, 'sharded-sale');
+/** Every order accepted in this suite, terminated once it ends so no workflow outlives the suite's worker. */
+const accepted = harness.accepted;
 let clients: Clients;
-let api: RunningApi;
-let worker: RunningWorker;
-let temporal: Client;
 let call: Http;
 /** Calls to the API's internal door (admin). */
 let internal: Http;
-/** Orders accepted by suites whose payment window outlives them: terminated in afterAll. */
-const accepted: string[] = [];
-
-beforeAll(async () => {
-  installTestRuntime();
-  clients = connectClients(config);
-  worker = await startWorker(config, await buildWorkflowBundle());
-  api = await startApi(config);
-  temporal = await connectTemporal(config);
-  call = http(api.url);
-  internal = http(api.internalUrl);
-});
-
-afterAll(async () => {
-  await api?.close();
-  await Promise.allSettled(accepted.map((id) => temporal.workflow.getHandle(id).terminate('sharded-sale suite finished')));
-  await temporal?.connection.close();
-  await worker?.shutdown();
-  await clients?.close();
-});
+let temporal: AppHarness['temporal'];
+beforeAll(() => ({ clients, call, internal, temporal } = harness));
 
 const purchase = (itemId: number, token: string) => call('POST', `/api/flash-sales/items/${itemId}/purchase`, { token });
 

@@ -1,21 +1,20 @@
 /**
- * Benchmark of PostgreSQL's order writes on one hot item (`npm run bench -- orders`): today every order of an item
- * updates its counter row `items.sold`, so an item's writes queue on that row's lock; unit slots (migration
- * 1764800000000_unit-slots) drop the counter and each live order holds its own numbered unit. In one run, for each
- * write — place (stored PENDING), pay from the reservation (stored PAID with its payments row, by an order that has
- * no row yet), expire (PENDING → EXPIRED, its unit released in Redis) — and each placement — N orders of one item
- * of N units (hot), and N orders spread over SPREAD_ITEMS items — it writes N orders, BENCH_ORDERS_IN_FLIGHT at a
- * time on a pool of as many connections, on
- *   - NEW: the Orders class (src/order/store.ts) on the real schema, in sales made by createSale and loaded into
+ * Benchmark of PostgreSQL's order writes on one hot item (`npm run bench -- orders`): each live order holds its own
+ * numbered unit (unit slots, today's schema), against the design it replaced, where every order of an item
+ * updated its counter row `items.sold` and an item's writes queued on that row's lock (5d1f4c8). For each write —
+ * place (stored PENDING), pay from the reservation (stored PAID with its payments row, by an order that has no
+ * row yet), expire (PENDING → EXPIRED, its unit released in Redis) — and each placement — N orders of one item of
+ * N units (hot), and N orders spread over SPREAD_ITEMS items — it writes N orders, BENCH_ORDERS_IN_FLIGHT at a time
+ * on a pool of as many connections, on
+ *   - SLOTS: the Orders class (src/order/store.ts) on the real schema, in sales made by createSale and loaded into
  *     Redis by loadSale; order k of an item holds unit k;
- *   - TODAY (the baseline): the statements of 5d1f4c8's src/order/store.ts, verbatim, each write running those its
- *     path ran (pay: the UPDATE that finds no row, the SELECT, then storePaid; expire: settle, then the release in
- *     Redis), on a scratch schema bench_today made afresh with 5d1f4c8's tables (items with `sold` and its CHECK).
+ *   - COUNTER (the baseline): 5d1f4c8's statements, each write running those its path ran (pay: the UPDATE that
+ *     finds no row, the SELECT, then storePaid; expire: settle, then the release in Redis), on a scratch schema
+ *     bench_counter made afresh with 5d1f4c8's tables (items with `sold` and its CHECK).
  * Every cell has a sale of its own and distinct buyers; expire's orders are first placed, untimed, with their
- * deadline a minute past. NEW and TODAY take turns going first, and so do hot and spread, after a warm-up of each.
- * For each cell it prints orders/s and p50/p99 latency (ms), then hot ÷ spread (orders/s) per schema and write, and
- * NEW ÷ TODAY (orders/s) per write on the hot item; the goals are hot ÷ spread ≥ 0.8 and NEW ÷ TODAY ≥ 2 on the hot
- * item. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
+ * deadline a minute past. SLOTS and COUNTER take turns going first, and so do hot and spread, after a warm-up of
+ * each. It prints orders/s and p50/p99 latency (ms) per cell, hot ÷ spread per schema and write, and SLOTS ÷
+ * COUNTER per write on the hot item. Appends a JSON line to reports/bench.jsonl. Asserts nothing.
  *
  * Options (environment): BENCH_ORDERS_N (3000 orders per cell), BENCH_ORDERS_IN_FLIGHT (64),
  * BENCH_ORDERS_WARMUP (300 orders placed per schema, untimed).
@@ -46,7 +45,7 @@ const WRITES = ['place', 'pay', 'expire'] as const;
 const PLACEMENTS = ['hot', 'spread'] as const;
 type Write = (typeof WRITES)[number];
 type Placement = (typeof PLACEMENTS)[number];
-type SchemaName = 'NEW' | 'TODAY';
+type SchemaName = 'SLOTS' | 'COUNTER';
 
 export interface CellFigures {
   ordersPerS: number;
@@ -68,10 +67,10 @@ interface Schema {
 }
 
 // 5d1f4c8's tables, as its migrations leave them, without the order_events ledger that no write here touches.
-const TODAY_SCHEMA = `
-DROP SCHEMA IF EXISTS bench_today CASCADE;
-CREATE SCHEMA bench_today;
-SET LOCAL search_path = bench_today;
+const COUNTER_SCHEMA = `
+DROP SCHEMA IF EXISTS bench_counter CASCADE;
+CREATE SCHEMA bench_counter;
+SET LOCAL search_path = bench_counter;
 CREATE TABLE sale_events (
   id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   name text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
@@ -116,23 +115,23 @@ CREATE TABLE payments (
   taken_at timestamptz NOT NULL DEFAULT now()
 );`;
 
-// Today's statements (git show 5d1f4c8:src/order/store.ts), windowOpen written out.
-const TODAY_PLACE = `WITH inserted AS (
+// The counter design's statements (git show 5d1f4c8:src/order/store.ts), windowOpen written out.
+const COUNTER_PLACE = `WITH inserted AS (
            INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at, stock_shard)
            VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING id
          ), counted AS (
            UPDATE items SET sold = sold + 1 WHERE id = $3 AND EXISTS (SELECT 1 FROM inserted) RETURNING sold
          )
          SELECT count(*)::int AS inserted FROM inserted`;
-const TODAY_PAY = `WITH paid AS (
+const COUNTER_PAY = `WITH paid AS (
              UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
              WHERE id = $1 AND status = 'PENDING' AND deadline_at > now() AND price_minor = $3 RETURNING id
            ), taken AS (
              INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $2, id, $3 FROM paid
            )
            SELECT count(*)::int AS paid FROM paid`;
-const TODAY_PAY_ROW = `SELECT status, payment_id AS "paymentId", price_minor::float8 AS "priceMinor", deadline_at > now() AS open FROM orders WHERE id = $1`;
-const TODAY_STORE_PAID = `WITH inserted AS (
+const COUNTER_PAY_ROW = `SELECT status, payment_id AS "paymentId", price_minor::float8 AS "priceMinor", deadline_at > now() AS open FROM orders WHERE id = $1`;
+const COUNTER_STORE_PAID = `WITH inserted AS (
            INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at, stock_shard)
            SELECT $1, $2, $3, $4, 'PAID', $5, $6, $7, $8, $9 WHERE $8::timestamptz > now()
            ON CONFLICT DO NOTHING RETURNING id
@@ -142,7 +141,7 @@ const TODAY_STORE_PAID = `WITH inserted AS (
            INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $6, id, $5 FROM inserted
          )
          SELECT count(*)::int AS inserted, $8::timestamptz > now() AS open FROM inserted`;
-const TODAY_SETTLE = `WITH expired AS (
+const COUNTER_SETTLE = `WITH expired AS (
          UPDATE orders SET status = 'EXPIRED', updated_at = now()
          WHERE id = $1 AND status = 'PENDING' AND NOT deadline_at > $2 RETURNING item_id
        ), uncounted AS (
@@ -154,27 +153,27 @@ const TODAY_SETTLE = `WITH expired AS (
 
 const paymentOf = (order: OrderInput) => ({ paymentId: `pay-${order.orderId}`, amount: order.priceMinor });
 
-/** Today's writes on bench_today; expire releases the unit as today's settle does, on a shard of its own. */
-function todayWrites(pool: Pool, reservations: ReservationStore): Writes {
+/** The counter design's writes on bench_counter; its expire releases the unit as its settle did, on a shard of its own. */
+function counterWrites(pool: Pool, reservations: ReservationStore): Writes {
   const terms = (o: OrderInput) => [o.orderId, o.saleId, o.itemId, o.userId, o.priceMinor, new Date(o.reservedAtMs), new Date(paymentDeadlineMs(o)), o.stockShard ?? 0];
   return {
-    place: async (o) => (await pool.query<{ inserted: number }>(TODAY_PLACE, terms(o))).rows[0].inserted === 1,
+    place: async (o) => (await pool.query<{ inserted: number }>(COUNTER_PLACE, terms(o))).rows[0].inserted === 1,
     pay: async (o) => {
       const { paymentId, amount } = paymentOf(o);
-      if ((await pool.query<{ paid: number }>(TODAY_PAY, [o.orderId, paymentId, amount])).rows[0].paid === 1) return false;
-      if ((await pool.query(TODAY_PAY_ROW, [o.orderId])).rows.length) return false;
+      if ((await pool.query<{ paid: number }>(COUNTER_PAY, [o.orderId, paymentId, amount])).rows[0].paid === 1) return false;
+      if ((await pool.query(COUNTER_PAY_ROW, [o.orderId])).rows.length) return false;
       const values = [o.orderId, o.saleId, o.itemId, o.userId, o.priceMinor, paymentId, new Date(o.reservedAtMs), new Date(paymentDeadlineMs(o)), o.stockShard ?? 0];
-      return (await pool.query<{ inserted: number }>(TODAY_STORE_PAID, values)).rows[0].inserted === 1;
+      return (await pool.query<{ inserted: number }>(COUNTER_STORE_PAID, values)).rows[0].inserted === 1;
     },
     expire: async (o) => {
-      if ((await pool.query<{ status: string }>(TODAY_SETTLE, [o.orderId, new Date()])).rows[0]?.status !== 'EXPIRED') return false;
+      if ((await pool.query<{ status: string }>(COUNTER_SETTLE, [o.orderId, new Date()])).rows[0]?.status !== 'EXPIRED') return false;
       await reservations.release(o);
       return true;
     },
   };
 }
 
-/** The Orders class's writes; expire is settle then the workflow's compensation step, as today's expire released too. */
+/** The Orders class's writes; expire is settle then the workflow's compensation step (the counter design's settle released too). */
 function newWrites(orders: Orders, reservations: ReservationStore): Writes {
   return {
     place: async (o) => (await orders.place(o)).status === 'PENDING',
@@ -216,13 +215,13 @@ async function main(): Promise<void> {
   const setup = createPool(config);
   const redis = createRedis(config);
   const store = new ReservationStore(redis, new SaleLayouts(setup));
-  // bench_today's sales are not in public.sale_events: each has one shard of its own, marked loaded when made.
-  const todayTag = (saleId: number) => `{bench-today:${saleId}}`;
-  const todayStore = new ReservationStore(redis, { get: async (saleId) => ({ saleId, tags: [todayTag(saleId)], itemShards: new Map() }) });
+  // bench_counter's sales are not in public.sale_events: each has one shard of its own, marked loaded when made.
+  const counterTag = (saleId: number) => `{bench-counter:${saleId}}`;
+  const counterStore = new ReservationStore(redis, { get: async (saleId) => ({ saleId, tags: [counterTag(saleId)], itemShards: new Map() }) });
   const saleTerms = { startsAt: new Date(Date.now() - 60_000).toISOString(), endsAt: new Date(Date.now() + 86_400_000).toISOString(), paymentWindowMs: WINDOW_MS };
 
   const schemas: Record<SchemaName, Schema> = {
-    NEW: {
+    SLOTS: {
       sale: async (items, quantity) => {
         const productIds = Array.from({ length: items }, (_, i) => `p${i}`);
         const input = { name: `bench-orders-${randomUUID()}`, ...saleTerms, items: productIds.map((productId) => ({ productId, quantity, priceMinor: PRICE, currency: 'EUR' })) };
@@ -233,9 +232,9 @@ async function main(): Promise<void> {
       tag: baseTag,
       writes: (pool) => newWrites(new Orders(pool, store), store),
     },
-    TODAY: {
+    COUNTER: {
       sale: async (items, quantity) => {
-        const sale = await setup.query<{ id: number }>('INSERT INTO bench_today.sale_events (name, starts_at, ends_at, payment_window_ms) VALUES ($1, $2, $3, $4) RETURNING id', [
+        const sale = await setup.query<{ id: number }>('INSERT INTO bench_counter.sale_events (name, starts_at, ends_at, payment_window_ms) VALUES ($1, $2, $3, $4) RETURNING id', [
           `bench-orders-${randomUUID()}`,
           saleTerms.startsAt,
           saleTerms.endsAt,
@@ -243,15 +242,15 @@ async function main(): Promise<void> {
         ]);
         const saleId = sale.rows[0].id;
         const rows = await setup.query<{ id: number }>(
-          `INSERT INTO bench_today.items (sale_id, product_id, name, quantity, price_minor) SELECT $1, 'p' || i, 'p' || i, $2, $3 FROM generate_series(0, $4 - 1) i ORDER BY i RETURNING id`,
+          `INSERT INTO bench_counter.items (sale_id, product_id, name, quantity, price_minor) SELECT $1, 'p' || i, 'p' || i, $2, $3 FROM generate_series(0, $4 - 1) i ORDER BY i RETURNING id`,
           [saleId, quantity, PRICE, items],
         );
-        await redis.set(shardKeys(todayTag(saleId)).loaded, '1');
+        await redis.set(shardKeys(counterTag(saleId)).loaded, '1');
         return { saleId, itemIds: rows.rows.map((r) => r.id).sort((a, b) => a - b) };
       },
-      tag: todayTag,
-      connection: { options: '-c search_path=bench_today' },
-      writes: (pool) => todayWrites(pool, todayStore),
+      tag: counterTag,
+      connection: { options: '-c search_path=bench_counter' },
+      writes: (pool) => counterWrites(pool, counterStore),
     },
   };
 
@@ -291,15 +290,15 @@ async function main(): Promise<void> {
   };
 
   try {
-    await inTransaction(setup, (tx) => tx.query(TODAY_SCHEMA));
+    await inTransaction(setup, (tx) => tx.query(COUNTER_SCHEMA));
     console.log(`orders bench: ${N} orders per cell, ${IN_FLIGHT} in flight on as many connections; spread = over ${SPREAD_ITEMS} items`);
-    for (const name of ['NEW', 'TODAY'] as const) await cell(name, 'place', 'spread', WARMUP);
+    for (const name of ['SLOTS', 'COUNTER'] as const) await cell(name, 'place', 'spread', WARMUP);
     const figures = {} as Record<Write, Record<Placement, Record<SchemaName, CellFigures>>>;
     let turn = 0;
     for (const [i, write] of WRITES.entries()) {
       figures[write] = {} as Record<Placement, Record<SchemaName, CellFigures>>;
       for (const placement of i % 2 ? [...PLACEMENTS].reverse() : PLACEMENTS) {
-        const order: SchemaName[] = turn++ % 2 ? ['TODAY', 'NEW'] : ['NEW', 'TODAY'];
+        const order: SchemaName[] = turn++ % 2 ? ['COUNTER', 'SLOTS'] : ['SLOTS', 'COUNTER'];
         const byName = {} as Record<SchemaName, CellFigures>;
         for (const name of order) byName[name] = await cell(name, write, placement, N);
         figures[write][placement] = byName;
@@ -313,9 +312,9 @@ async function main(): Promise<void> {
         return [
           w,
           {
-            'NEW hot÷spread': ratio(f.hot.NEW.ordersPerS, f.spread.NEW.ordersPerS),
-            'TODAY hot÷spread': ratio(f.hot.TODAY.ordersPerS, f.spread.TODAY.ordersPerS),
-            'hot NEW÷TODAY': ratio(f.hot.NEW.ordersPerS, f.hot.TODAY.ordersPerS),
+            'SLOTS hot÷spread': ratio(f.hot.SLOTS.ordersPerS, f.spread.SLOTS.ordersPerS),
+            'COUNTER hot÷spread': ratio(f.hot.COUNTER.ordersPerS, f.spread.COUNTER.ordersPerS),
+            'hot SLOTS÷COUNTER': ratio(f.hot.SLOTS.ordersPerS, f.hot.COUNTER.ordersPerS),
           },
         ];
       }),
@@ -323,18 +322,18 @@ async function main(): Promise<void> {
     const rows = Object.fromEntries(
       WRITES.flatMap((w) =>
         PLACEMENTS.map((p) => {
-          const { NEW, TODAY } = figures[w][p];
-          const columns = { 'NEW /s': NEW.ordersPerS, 'NEW p50 ms': NEW.p50Ms, 'NEW p99 ms': NEW.p99Ms };
-          return [`${w} ${p}`, { ...columns, 'TODAY /s': TODAY.ordersPerS, 'TODAY p50 ms': TODAY.p50Ms, 'TODAY p99 ms': TODAY.p99Ms }];
+          const { SLOTS, COUNTER } = figures[w][p];
+          const columns = { 'SLOTS /s': SLOTS.ordersPerS, 'SLOTS p50 ms': SLOTS.p50Ms, 'SLOTS p99 ms': SLOTS.p99Ms };
+          return [`${w} ${p}`, { ...columns, 'COUNTER /s': COUNTER.ordersPerS, 'COUNTER p50 ms': COUNTER.p50Ms, 'COUNTER p99 ms': COUNTER.p99Ms }];
         }),
       ),
     );
     console.table(rows);
-    console.log('ratios of orders/s (goals: hot÷spread ≥ 0.8, NEW÷TODAY ≥ 2 on the hot item)');
+    console.log('ratios of orders/s (goals: hot÷spread ≥ 0.8, SLOTS÷COUNTER ≥ 2 on the hot item)');
     console.table(ratios);
     appendResult('orders', { orders: N, inFlight: IN_FLIGHT, spreadItems: SPREAD_ITEMS, figures, ratios });
   } finally {
-    await setup.query('DROP SCHEMA IF EXISTS bench_today CASCADE').catch(() => undefined);
+    await setup.query('DROP SCHEMA IF EXISTS bench_counter CASCADE').catch(() => undefined);
     await Promise.allSettled([setup.end(), redis.quit()]);
   }
 }
