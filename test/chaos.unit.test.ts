@@ -2,7 +2,8 @@
  * The fault campaign's plans (tools/chaos/campaign.ts), pure: a function of the seed, each stack its own faults,
  * the CI seeds drawing every kind; and its summary counting what it ran. test/chaos.test.ts runs the campaign.
  */
-import { faultKinds, planFaults, planRun, type FaultSet, summary, type RunResult } from '../tools/chaos/campaign';
+import { summary, type RunResult } from '../tools/chaos/campaign';
+import { faultKinds, planFaults, planRun, type FaultSet } from '../tools/chaos/plan';
 import { Random } from '../tools/chaos/random';
 import { CI_SEEDS, CI_SERVER_SEEDS } from './support/chaosSeeds';
 

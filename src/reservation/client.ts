@@ -96,7 +96,6 @@ export function autoPipelines(config: Config): boolean {
 
 /** A cluster node's settings: credentials and TLS; the addresses come from the slot map, a cluster has db 0 only. */
 export function nodeConnection(config: Config): Omit<RedisOptions, 'host' | 'port' | 'db'> {
-  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- dropped on purpose
   const { host, port, db, ...rest } = redisConnection(config);
   return rest;
 }

@@ -11,7 +11,8 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { formatTimeline, orderTraces, readSpanFiles, slowestOrder } from '../../src/tracing/timeline';
-import { DEFAULT_DEMO, renderMarkdown, runDemo, type DemoOptions } from './run';
+import { renderMarkdown } from './report';
+import { DEFAULT_DEMO, runDemo, type DemoOptions } from './run';
 
 const FLAGS: Record<string, keyof typeof DEFAULT_DEMO> = {
   buyers: 'buyers',

@@ -1,0 +1,161 @@
+/**
+ * The demo's payment service: pays an accepted order after a buyer's think time, through the payment route or,
+ * once the order is stored, the `paid` signal; retries a 5xx or a network error with the same paymentId (it stays
+ * idempotent) until a definitive answer; tallies what became of each payment and how long each attempt took.
+ */
+import { randomInt } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { Pool } from 'pg';
+import { Agent, request } from 'undici';
+import { paidSignal } from '../../src/workflows/definitions';
+import { newPaymentTally } from './types';
+
+/** Connections the service keeps to the API (its client's pool; payments beyond them queue there). */
+const PAYMENT_CONNECTIONS = 128;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export interface PaymentServiceOptions {
+  pool: Pool;
+  temporal: Client;
+  /** The internal door that takes its payments. */
+  paymentsUrl: string;
+  token: string;
+  priceMinor: number;
+  paymentWindowMs: number;
+  /** No attempt after this (ms since the epoch). */
+  hardStopMs: number;
+}
+
+/** One payment attempt as the service saw it: kept beside the report (payments.jsonl) to line up with the API's log. */
+export interface Attempt {
+  orderId: string;
+  path: 'route' | 'signal';
+  sentAtMs: number;
+  ms: number;
+  status: number;
+}
+
+export class PaymentService {
+  readonly tally = newPaymentTally();
+  /** Orders paid through the signal: what became of the payment is the workflow's to decide, read at the end. */
+  readonly signalled: string[] = [];
+  readonly paidVia = new Map<string, 'route' | 'signal'>();
+  readonly latencies = { route: [] as number[], routeDuringStampede: [] as number[], routeAfterStampede: [] as number[], signal: [] as number[] };
+  readonly attempts: Attempt[] = [];
+  /** Wave 1's presses are still being sent: a payment's latency counts in the stampede's share. */
+  stampeding = false;
+  private readonly inFlight: Promise<void>[] = [];
+  /** Orders whose signal waits for their row (the service hears of an order from its OrderPlaced, once stored). */
+  private readonly awaitingRow = new Map<string, () => void>();
+  private readonly rowWatch = setInterval(() => this.watchRows(), 500);
+  // Keep-alive connections, as a service keeps: one new connection per payment in flight overflowed the API's accept queue.
+  private readonly agent = new Agent({ connections: PAYMENT_CONNECTIONS, keepAliveTimeout: 60_000 });
+  private stopping = false;
+
+  constructor(private readonly o: PaymentServiceOptions) {}
+
+  /** @param deadlineMs the order's payment deadline as its 202 showed it (ms since the epoch) */
+  pay(orderId: string, deadlineMs: number, viaSignal: boolean): void {
+    // A buyer takes a couple of seconds or more to pay, and may take up to half of the window.
+    const delay = randomInt(2000, Math.max(2001, Math.floor(this.o.paymentWindowMs / 2)));
+    // A signal's checkout opens once the order is stored: one sent on the row's first sight would land in the very
+    // workflow task that stored it, and a task that also settles the order is refused UNHANDLED_COMMAND.
+    const opened = viaSignal ? this.stored(orderId).then(() => sleep(delay)) : sleep(delay);
+    this.inFlight.push(opened.then(() => this.checkout(orderId, deadlineMs, viaSignal)));
+  }
+
+  /** Resolves once every payment sent so far has its definitive answer. */
+  async settled(): Promise<void> {
+    await Promise.all(this.inFlight);
+  }
+
+  /** Stops: no attempt more, the payments in flight end, the connections close. */
+  async close(): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.rowWatch);
+    for (const resolve of this.awaitingRow.values()) resolve();
+    this.awaitingRow.clear();
+    await Promise.allSettled(this.inFlight);
+    await this.agent.close();
+  }
+
+  private async checkout(orderId: string, deadlineMs: number, viaSignal: boolean): Promise<void> {
+    // The checkout closes at the deadline: a buyer back later is not charged, so there is nothing to report.
+    if (Date.now() >= deadlineMs) {
+      this.tally.checkoutClosed[viaSignal ? 'signal' : 'route'] += 1;
+      return;
+    }
+    this.paidVia.set(orderId, viaSignal ? 'signal' : 'route');
+    for (let tries = 1; Date.now() < this.o.hardStopMs && !this.stopping; tries++) {
+      const outcome = await this.attempt(orderId, viaSignal);
+      if (outcome === 'SIGNALLED') {
+        this.signalled.push(orderId);
+        return;
+      }
+      if (outcome !== 'retry') {
+        this.tally.route[outcome] = (this.tally.route[outcome] ?? 0) + 1;
+        return;
+      }
+      this.tally.retried += 1;
+      await sleep(Math.min(5000, 250 * tries));
+    }
+    this.tally.failed += 1;
+  }
+
+  /** @returns 'retry', or the definitive answer: the route's error code ('PAID' on 200), or 'SIGNALLED' */
+  private async attempt(orderId: string, viaSignal: boolean): Promise<string> {
+    const payment = { paymentId: `pay-${orderId}`, amount: this.o.priceMinor };
+    const t0 = performance.now();
+    const sentAtMs = Date.now();
+    const during = this.stampeding;
+    const took = (status = 0) => {
+      const ms = performance.now() - t0;
+      this.attempts.push({ orderId, path: viaSignal ? 'signal' : 'route', sentAtMs, ms: Math.round(ms * 10) / 10, status });
+      this.latencies[viaSignal ? 'signal' : 'route'].push(ms);
+      if (!viaSignal) this.latencies[during ? 'routeDuringStampede' : 'routeAfterStampede'].push(ms);
+    };
+    try {
+      if (viaSignal) {
+        await this.o.temporal.workflow.getHandle(orderId).signal(paidSignal, payment);
+        took();
+        return 'SIGNALLED';
+      }
+      const res = await request(`${this.o.paymentsUrl}/api/flash-sales/orders/${orderId}/payment`, {
+        dispatcher: this.agent,
+        method: 'POST',
+        headers: { authorization: `Bearer ${this.o.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(payment),
+      });
+      const body = (await res.body.json().catch(() => ({}))) as { error?: string };
+      took(res.statusCode);
+      if (res.statusCode === 503) {
+        this.tally.unavailable += 1;
+        if (res.headers['retry-after'] !== undefined) this.tally.unavailableWithRetryAfter += 1;
+      }
+      if (res.statusCode === 200) return 'PAID';
+      return res.statusCode >= 500 ? 'retry' : (body.error ?? `HTTP_${res.statusCode}`);
+    } catch (err) {
+      took();
+      // The workflow has ended: the order settled without this payment (read at the end, like any signal).
+      return err instanceof WorkflowNotFoundError ? 'SIGNALLED' : 'retry';
+    }
+  }
+
+  private stored(orderId: string): Promise<void> {
+    return new Promise<void>((resolve) => this.awaitingRow.set(orderId, resolve));
+  }
+
+  private watchRows(): void {
+    if (!this.awaitingRow.size) return;
+    void this.o.pool.query<{ id: string }>('SELECT id FROM orders WHERE id = ANY($1::uuid[])', [[...this.awaitingRow.keys()]]).then(
+      (res) => {
+        for (const { id } of res.rows) {
+          this.awaitingRow.get(id)?.();
+          this.awaitingRow.delete(id);
+        }
+      },
+      () => undefined,
+    );
+  }
+}
