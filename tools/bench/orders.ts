@@ -21,13 +21,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
-import { loadConfig } from '../../src/config';
+import { loadConfig, type Config } from '../../src/config';
 import { pgConnection } from '../../src/infra/connections';
 import { createPool, inTransaction } from '../../src/infra/db';
 import { newOrderId } from '../../src/order/orderId';
 import { Orders } from '../../src/order/store';
 import { paymentDeadlineMs, type OrderInput } from '../../src/order/types';
-import { createRedis } from '../../src/reservation/client';
+import { createRedis, type FlashRedis } from '../../src/reservation/client';
 import { baseTag, SaleLayouts, shardKeys } from '../../src/reservation/layout';
 import { ReservationStore } from '../../src/reservation/store';
 import { createSale, loadSale } from '../../src/sale/sales';
@@ -174,7 +174,7 @@ function counterWrites(pool: Pool, reservations: ReservationStore): Writes {
 }
 
 /** The Orders class's writes; expire is settle then the workflow's compensation step (the counter design's settle released too). */
-function newWrites(orders: Orders, reservations: ReservationStore): Writes {
+function slotsWrites(orders: Orders, reservations: ReservationStore): Writes {
   return {
     place: async (o) => (await orders.place(o)).status === 'PENDING',
     pay: async (o) => {
@@ -210,7 +210,15 @@ async function run(label: string, orders: OrderInput[], write: (order: OrderInpu
   return { ordersPerS: Math.round(orders.length / seconds), p50Ms: at(0.5), p99Ms: at(0.99) };
 }
 
-async function main(): Promise<void> {
+/** The bench's clients: a small pool for set-ups, Redis, a store for each schema. */
+interface Bench {
+  config: Config;
+  setup: Pool;
+  redis: FlashRedis;
+  schemas: Record<SchemaName, Schema>;
+}
+
+function openBench(): Bench {
   const config = loadConfig({ ...process.env, LOG_LEVEL: 'warn', PG_POOL_MAX: '4' });
   const setup = createPool(config);
   const redis = createRedis(config);
@@ -219,122 +227,136 @@ async function main(): Promise<void> {
   const counterTag = (saleId: number) => `{bench-counter:${saleId}}`;
   const counterStore = new ReservationStore(redis, { get: async (saleId) => ({ saleId, tags: [counterTag(saleId)], itemShards: new Map() }) });
   const saleTerms = { startsAt: new Date(Date.now() - 60_000).toISOString(), endsAt: new Date(Date.now() + 86_400_000).toISOString(), paymentWindowMs: WINDOW_MS };
-
-  const schemas: Record<SchemaName, Schema> = {
-    SLOTS: {
-      sale: async (items, quantity) => {
-        const productIds = Array.from({ length: items }, (_, i) => `p${i}`);
-        const input = { name: `bench-orders-${randomUUID()}`, ...saleTerms, items: productIds.map((productId) => ({ productId, quantity, priceMinor: PRICE, currency: 'EUR' })) };
-        const sale = await createSale(setup, input, shardPlacer(store.redis));
-        await loadSale(setup, store, sale.saleId, false);
-        return { saleId: sale.saleId, itemIds: sale.items.map((i) => i.itemId) };
-      },
-      tag: baseTag,
-      writes: (pool) => newWrites(new Orders(pool, store), store),
+  const slots: Schema = {
+    sale: async (items, quantity) => {
+      const productIds = Array.from({ length: items }, (_, i) => `p${i}`);
+      const input = { name: `bench-orders-${randomUUID()}`, ...saleTerms, items: productIds.map((productId) => ({ productId, quantity, priceMinor: PRICE, currency: 'EUR' })) };
+      const sale = await createSale(setup, input, shardPlacer(store.redis));
+      await loadSale(setup, store, sale.saleId, false);
+      return { saleId: sale.saleId, itemIds: sale.items.map((i) => i.itemId) };
     },
-    COUNTER: {
-      sale: async (items, quantity) => {
-        const sale = await setup.query<{ id: number }>('INSERT INTO bench_counter.sale_events (name, starts_at, ends_at, payment_window_ms) VALUES ($1, $2, $3, $4) RETURNING id', [
-          `bench-orders-${randomUUID()}`,
-          saleTerms.startsAt,
-          saleTerms.endsAt,
-          WINDOW_MS,
-        ]);
-        const saleId = sale.rows[0].id;
-        const rows = await setup.query<{ id: number }>(
-          `INSERT INTO bench_counter.items (sale_id, product_id, name, quantity, price_minor) SELECT $1, 'p' || i, 'p' || i, $2, $3 FROM generate_series(0, $4 - 1) i ORDER BY i RETURNING id`,
-          [saleId, quantity, PRICE, items],
-        );
-        await redis.set(shardKeys(counterTag(saleId)).loaded, '1');
-        return { saleId, itemIds: rows.rows.map((r) => r.id).sort((a, b) => a - b) };
-      },
-      tag: counterTag,
-      connection: { options: '-c search_path=bench_counter' },
-      writes: (pool) => counterWrites(pool, counterStore),
+    tag: baseTag,
+    writes: (pool) => slotsWrites(new Orders(pool, store), store),
+  };
+  const counter: Schema = {
+    sale: async (items, quantity) => {
+      const sale = await setup.query<{ id: number }>('INSERT INTO bench_counter.sale_events (name, starts_at, ends_at, payment_window_ms) VALUES ($1, $2, $3, $4) RETURNING id', [
+        `bench-orders-${randomUUID()}`,
+        saleTerms.startsAt,
+        saleTerms.endsAt,
+        WINDOW_MS,
+      ]);
+      const saleId = sale.rows[0].id;
+      const rows = await setup.query<{ id: number }>(
+        `INSERT INTO bench_counter.items (sale_id, product_id, name, quantity, price_minor) SELECT $1, 'p' || i, 'p' || i, $2, $3 FROM generate_series(0, $4 - 1) i ORDER BY i RETURNING id`,
+        [saleId, quantity, PRICE, items],
+      );
+      await redis.set(shardKeys(counterTag(saleId)).loaded, '1');
+      return { saleId, itemIds: rows.rows.map((r) => r.id).sort((a, b) => a - b) };
     },
+    tag: counterTag,
+    connection: { options: '-c search_path=bench_counter' },
+    writes: (pool) => counterWrites(pool, counterStore),
   };
+  return { config, setup, redis, schemas: { SLOTS: slots, COUNTER: counter } };
+}
 
-  /** One cell: count orders of a fresh sale written by `write`, on a pool of IN_FLIGHT connections opened beforehand. */
-  const cell = async (name: SchemaName, write: Write, placement: Placement, count: number): Promise<CellFigures> => {
-    const schema = schemas[name];
-    const items = placement === 'hot' ? 1 : SPREAD_ITEMS;
-    const { saleId, itemIds } = await schema.sale(items, Math.ceil(count / items));
-    const past = write === 'expire' ? 120_000 : 0;
-    const orders = Array.from(
-      { length: count },
-      (_, k): OrderInput => ({
-        orderId: newOrderId(saleId),
-        saleId,
-        itemId: itemIds[k % items],
-        userId: `buyer-${k}`,
-        priceMinor: PRICE,
-        paymentWindowMs: past ? 60_000 : WINDOW_MS,
-        reservedAtMs: Date.now() - past,
-        unit: Math.floor(k / items) + 1,
-      }),
-    );
-    const pool = new Pool({ ...pgConnection(config), ...schema.connection, max: IN_FLIGHT });
-    pool.on('error', () => undefined);
-    const label = `${name} ${write} ${placement}`;
-    try {
-      const clients = await Promise.all(Array.from({ length: IN_FLIGHT }, () => pool.connect()));
-      clients.forEach((c) => c.release());
-      const writes = schema.writes(pool);
-      if (write === 'expire') await run(`${label} (placing)`, orders, writes.place);
-      return await run(label, orders, writes[write]);
-    } finally {
-      await pool.end();
-      const keys = shardKeys(schema.tag(saleId));
-      await redis.del(keys.loaded, keys.buyers, keys.reservations, keys.released, keys.startQueue, keys.claims, ...itemIds.flatMap((id) => [keys.stock(id), keys.returns(id)]));
-    }
-  };
-
+/** One cell: count orders of a fresh sale written by `write`, on a pool of IN_FLIGHT connections opened beforehand. */
+async function cell(bench: Bench, name: SchemaName, write: Write, placement: Placement, count: number): Promise<CellFigures> {
+  const schema = bench.schemas[name];
+  const items = placement === 'hot' ? 1 : SPREAD_ITEMS;
+  const { saleId, itemIds } = await schema.sale(items, Math.ceil(count / items));
+  const past = write === 'expire' ? 120_000 : 0;
+  const orders = Array.from(
+    { length: count },
+    (_, k): OrderInput => ({
+      orderId: newOrderId(saleId),
+      saleId,
+      itemId: itemIds[k % items],
+      userId: `buyer-${k}`,
+      priceMinor: PRICE,
+      paymentWindowMs: past ? 60_000 : WINDOW_MS,
+      reservedAtMs: Date.now() - past,
+      unit: Math.floor(k / items) + 1,
+    }),
+  );
+  const pool = new Pool({ ...pgConnection(bench.config), ...schema.connection, max: IN_FLIGHT });
+  pool.on('error', () => undefined);
+  const label = `${name} ${write} ${placement}`;
   try {
-    await inTransaction(setup, (tx) => tx.query(COUNTER_SCHEMA));
-    console.log(`orders bench: ${N} orders per cell, ${IN_FLIGHT} in flight on as many connections; spread = over ${SPREAD_ITEMS} items`);
-    for (const name of ['SLOTS', 'COUNTER'] as const) await cell(name, 'place', 'spread', WARMUP);
-    const figures = {} as Record<Write, Record<Placement, Record<SchemaName, CellFigures>>>;
-    let turn = 0;
-    for (const [i, write] of WRITES.entries()) {
-      figures[write] = {} as Record<Placement, Record<SchemaName, CellFigures>>;
-      for (const placement of i % 2 ? [...PLACEMENTS].reverse() : PLACEMENTS) {
-        const order: SchemaName[] = turn++ % 2 ? ['COUNTER', 'SLOTS'] : ['SLOTS', 'COUNTER'];
-        const byName = {} as Record<SchemaName, CellFigures>;
-        for (const name of order) byName[name] = await cell(name, write, placement, N);
-        figures[write][placement] = byName;
-      }
-    }
+    const clients = await Promise.all(Array.from({ length: IN_FLIGHT }, () => pool.connect()));
+    clients.forEach((c) => c.release());
+    const writes = schema.writes(pool);
+    if (write === 'expire') await run(`${label} (placing)`, orders, writes.place);
+    return await run(label, orders, writes[write]);
+  } finally {
+    await pool.end();
+    const keys = shardKeys(schema.tag(saleId));
+    await bench.redis.del(keys.loaded, keys.buyers, keys.reservations, keys.released, keys.startQueue, keys.claims, ...itemIds.flatMap((id) => [keys.stock(id), keys.returns(id)]));
+  }
+}
 
-    const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
-    const ratios = Object.fromEntries(
-      WRITES.map((w) => {
-        const f = figures[w];
-        return [
-          w,
-          {
-            'SLOTS hot÷spread': ratio(f.hot.SLOTS.ordersPerS, f.spread.SLOTS.ordersPerS),
-            'COUNTER hot÷spread': ratio(f.hot.COUNTER.ordersPerS, f.spread.COUNTER.ordersPerS),
-            'hot SLOTS÷COUNTER': ratio(f.hot.SLOTS.ordersPerS, f.hot.COUNTER.ordersPerS),
-          },
-        ];
+type Figures = Record<Write, Record<Placement, Record<SchemaName, CellFigures>>>;
+
+/** Every write and placement on both schemas, taking turns at going first. */
+async function measureAll(bench: Bench): Promise<Figures> {
+  const figures = {} as Figures;
+  let turn = 0;
+  for (const [i, write] of WRITES.entries()) {
+    figures[write] = {} as Record<Placement, Record<SchemaName, CellFigures>>;
+    for (const placement of i % 2 ? [...PLACEMENTS].reverse() : PLACEMENTS) {
+      const order: SchemaName[] = turn++ % 2 ? ['COUNTER', 'SLOTS'] : ['SLOTS', 'COUNTER'];
+      const byName = {} as Record<SchemaName, CellFigures>;
+      for (const name of order) byName[name] = await cell(bench, name, write, placement, N);
+      figures[write][placement] = byName;
+    }
+  }
+  return figures;
+}
+
+/** Prints the cells and their ratios. @returns the ratios */
+function printFigures(figures: Figures) {
+  const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+  const ratios = Object.fromEntries(
+    WRITES.map((w) => {
+      const f = figures[w];
+      return [
+        w,
+        {
+          'SLOTS hot÷spread': ratio(f.hot.SLOTS.ordersPerS, f.spread.SLOTS.ordersPerS),
+          'COUNTER hot÷spread': ratio(f.hot.COUNTER.ordersPerS, f.spread.COUNTER.ordersPerS),
+          'hot SLOTS÷COUNTER': ratio(f.hot.SLOTS.ordersPerS, f.hot.COUNTER.ordersPerS),
+        },
+      ];
+    }),
+  );
+  const rows = Object.fromEntries(
+    WRITES.flatMap((w) =>
+      PLACEMENTS.map((p) => {
+        const { SLOTS, COUNTER } = figures[w][p];
+        const columns = { 'SLOTS /s': SLOTS.ordersPerS, 'SLOTS p50 ms': SLOTS.p50Ms, 'SLOTS p99 ms': SLOTS.p99Ms };
+        return [`${w} ${p}`, { ...columns, 'COUNTER /s': COUNTER.ordersPerS, 'COUNTER p50 ms': COUNTER.p50Ms, 'COUNTER p99 ms': COUNTER.p99Ms }];
       }),
-    );
-    const rows = Object.fromEntries(
-      WRITES.flatMap((w) =>
-        PLACEMENTS.map((p) => {
-          const { SLOTS, COUNTER } = figures[w][p];
-          const columns = { 'SLOTS /s': SLOTS.ordersPerS, 'SLOTS p50 ms': SLOTS.p50Ms, 'SLOTS p99 ms': SLOTS.p99Ms };
-          return [`${w} ${p}`, { ...columns, 'COUNTER /s': COUNTER.ordersPerS, 'COUNTER p50 ms': COUNTER.p50Ms, 'COUNTER p99 ms': COUNTER.p99Ms }];
-        }),
-      ),
-    );
-    console.table(rows);
-    console.log('ratios of orders/s (goals: hot÷spread ≥ 0.8, SLOTS÷COUNTER ≥ 2 on the hot item)');
-    console.table(ratios);
+    ),
+  );
+  console.table(rows);
+  console.log('ratios of orders/s (hot÷spread per schema; SLOTS÷COUNTER on the hot item)');
+  console.table(ratios);
+  return ratios;
+}
+
+async function main(): Promise<void> {
+  const bench = openBench();
+  try {
+    await inTransaction(bench.setup, (tx) => tx.query(COUNTER_SCHEMA));
+    console.log(`orders bench: ${N} orders per cell, ${IN_FLIGHT} in flight on as many connections; spread = over ${SPREAD_ITEMS} items`);
+    for (const name of ['SLOTS', 'COUNTER'] as const) await cell(bench, name, 'place', 'spread', WARMUP);
+    const figures = await measureAll(bench);
+    const ratios = printFigures(figures);
     appendResult('orders', { orders: N, inFlight: IN_FLIGHT, spreadItems: SPREAD_ITEMS, figures, ratios });
   } finally {
-    await setup.query('DROP SCHEMA IF EXISTS bench_counter CASCADE').catch(() => undefined);
-    await Promise.allSettled([setup.end(), redis.quit()]);
+    await bench.setup.query('DROP SCHEMA IF EXISTS bench_counter CASCADE').catch(() => undefined);
+    await Promise.allSettled([bench.setup.end(), bench.redis.quit()]);
   }
 }
 

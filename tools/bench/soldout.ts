@@ -32,7 +32,8 @@ import { SaleGates } from '../../src/api/saleGate';
 import { loadConfig, type Config } from '../../src/config';
 import { createPool } from '../../src/infra/db';
 import { ReservationStore } from '../../src/reservation/store';
-import { createRedis } from '../../src/reservation/client';
+import { createRedis, type FlashRedis } from '../../src/reservation/client';
+import type { Pool } from 'pg';
 import { SaleLayouts } from '../../src/reservation/layout';
 import { appendResult, median } from '../shared/benchResults';
 import { CROWD_IP_LIMIT } from '../../test/support/crowd';
@@ -216,11 +217,8 @@ async function startServerProcess(target: Target): Promise<ServerProcess> {
   };
 }
 
-async function main(): Promise<void> {
-  // Other work on the machine skews the figures: the 1-minute load average before the run says how much.
-  const loadBefore = loadavg()[0];
-  // The bench itself idles during a round: it shares the load generator's CPU.
-  const pinned = PIN && pinTo(process.pid, '1');
+/** A sold-out item of a sale open now: its purchase path and its gate. */
+async function soldOutItem(): Promise<{ path: string; gate: string; pool: Pool; redis: FlashRedis }> {
   const config = benchConfig();
   const pool = createPool(config);
   const redis = createRedis(config);
@@ -234,9 +232,15 @@ async function main(): Promise<void> {
     items: [{ productId: 'bench', quantity: 0, priceMinor: 100, currency: 'EUR' }],
   }, shardPlacer(store.redis));
   await loadSale(pool, store, sale.saleId, false);
-  const path = `/api/flash-sales/items/${sale.items[0].itemId}/purchase`;
-  const gate = new SaleGates(config.SALE_GATE_SECRET).of(sale.saleId);
+  return { path: `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, gate: new SaleGates(config.SALE_GATE_SECRET).of(sale.saleId), pool, redis };
+}
 
+async function main(): Promise<void> {
+  // Other work on the machine skews the figures: the 1-minute load average before the run says how much.
+  const loadBefore = loadavg()[0];
+  // The bench itself idles during a round: it shares the load generator's CPU.
+  const pinned = PIN && pinTo(process.pid, '1');
+  const { path, gate, pool, redis } = await soldOutItem();
   const servers = new Map<Target, ServerProcess>();
   const results: Figures[] = [];
   try {
@@ -262,7 +266,11 @@ async function main(): Promise<void> {
     await Promise.allSettled([...servers.values()].map((server) => server.stop()));
     await Promise.allSettled([pool.end(), redis.quit()]);
   }
+  report(results, loadBefore, pinned);
+}
 
+/** Prints every round and the ratios, and appends them to reports/bench.jsonl. */
+function report(results: Figures[], loadBefore: number, pinned: boolean): void {
   const rate = (target: Target, mode: Mode, round: number) =>
     results.find((r) => r.target === target && r.mode === mode && r.round === round)?.requestsPerS ?? NaN;
   const roundRatios = (mode: Mode, target: Target = 'flash-sale') =>
