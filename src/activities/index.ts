@@ -1,11 +1,7 @@
 /**
- * Activities of orderWorkflow: thin, typed, built from injected clients. Each is one transition of the order
- * (src/order/store.ts, the only code that writes an order's state) followed by its event on Kafka, or the
- * compensation that gives an unsold unit back to Redis stock (releaseUnit, src/reservation/store.ts). The
- * workflow runs them as local activities, so each may run more than once, and inside a workflow task the
- * server may refuse: each is idempotent (I5) and follows PostgreSQL's word rather than the workflow's, so a
- * re-run can only repeat what PostgreSQL already decided. PostgreSQL constraint violations are business
- * outcomes and fail non-retryably; connection errors are retried.
+ * orderWorkflow's activities, run as local activities: each is one transition of the order (Orders, src/order/)
+ * then its event on Kafka, or the compensation (releaseUnit). Each may run again: it is idempotent and follows
+ * PostgreSQL's word, so a rerun repeats only what PostgreSQL decided (I5). Constraint violations fail non-retryably.
  */
 import { ApplicationFailure } from '@temporalio/activity';
 import { isConstraintViolation } from '../infra/db';

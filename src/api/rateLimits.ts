@@ -1,11 +1,7 @@
 /**
- * Rate limits, with rate-limiter-flexible's in-memory limiter: the buyer routes (purchase, GET order) per client
- * and per buyer (RATE_LIMIT_PER_IP, RATE_LIMIT_PER_BUYER), the public reads per client (RATE_LIMIT_READS_PER_IP),
- * in fixed windows of RATE_LIMIT_WINDOW_S seconds; and the internal door's failed credentials per client
- * (INTERNAL_AUTH_FAILURES_PER_MIN a minute). In memory, per API process: a limit costs no round trip to Redis,
- * the store the stampede already leans on, and N processes admit at most N times the limit (a gateway in front
- * would hold a global one). Over a limit: 429 RATE_LIMITED with Retry-After (whole seconds), nothing else done.
- * The client is keyed by src/api/clientAddress.ts (TRUST_PROXY; IPv6 by its /64).
+ * Rate limits in memory per API process (rate-limiter-flexible): the buyer routes per client and per buyer, the
+ * public reads per client, the internal door's failed credentials per client. In memory, no round trip to Redis,
+ * the store the stampede leans on; N processes admit at most N times a limit. Over it: 429 with Retry-After.
  */
 import type { Context } from 'koa';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';

@@ -1,11 +1,8 @@
 /**
- * The purchase gate: a value per sale event that the public sale view hands out only from the sale's start,
- * and that every purchase must carry (header `Sale-Gate`) while SALE_GATE_REQUIRED is on. It is
- * base64url(HMAC-SHA256(SALE_GATE_SECRET, "sale-gate:v1:<saleId>")) cut to 22 characters (132 bits), so any API
- * process checks it without I/O and none stores it. What it does: a client cannot purchase without having read
- * the view after the start (a page, or a script, that fires on its own clock before the start learns nothing,
- * and the view behind a CDN bears the stampede's first reads). What it does not: keep out a bot that reads the
- * view at the start and buys like a buyer; one unit per buyer (I3) and the rate limits are what bound it.
+ * The purchase gate: a value per sale, HMAC-SHA256(SALE_GATE_SECRET, "sale-gate:v1:<saleId>") cut to 132 bits,
+ * that the public view hands out from the sale's start and every purchase carries (header `Sale-Gate`): a client
+ * that fires on its own clock before the start learns nothing. Any process checks it without I/O. It does not keep
+ * out a bot that reads the view at the start: one unit per buyer (I3) and the rate limits bound that.
  */
 import { createHmac } from 'node:crypto';
 

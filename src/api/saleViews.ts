@@ -1,15 +1,8 @@
 /**
- * The public sale view's per-process cache (GET /api/flash-sales/sales/{saleId}, src/api/routes/saleView.ts),
- * keyed by the sale id alone, so that a crowd reloading the page, or a client adding `?cb=…` to get past a CDN,
- * costs the stores a read per sale per MAX_AGE_MS, not one per request:
- * - a sale's name, times and items (PostgreSQL) are read once: nothing changes them once the sale is made; its
- *   units left (Redis) are read again when the entry is MAX_AGE_MS old;
- * - ids are handed out in order, so an id above the highest made names no sale: it costs a read of the highest id,
- *   shared by every such request and run at most every ID_READ_MS; an id at or below it that names no sale (an
- *   id lost to a rolled-back insert) is remembered as unknown for MAX_AGE_MS. Random ids drive no query of their own;
- * - concurrent misses of one sale share one read.
- * Each sale is kept rendered twice, before its gate is handed out and with it (saleGate.ts): the request only picks
- * one by its own clock. At most MAX_CACHED_ITEMS items' worth of sales are kept, the least recently read out first.
+ * The public sale view's per-process cache, keyed by the sale id alone, so that a crowd reloading the page (or
+ * busting a CDN with `?cb=…`) costs the stores a read per sale per MAX_AGE_MS: the sale's terms are read once, its
+ * units left every MAX_AGE_MS; an id above the highest made, or one known unknown, drives no query of its own;
+ * concurrent misses share one read. Each sale is kept rendered before and after its gate (saleGate.ts).
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';

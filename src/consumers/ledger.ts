@@ -1,11 +1,7 @@
 /**
- * Downstream ledger (`tsx src/consumers/ledger.ts`): consumes the order events on Kafka and records each one
- * once in PostgreSQL's order_events, whose primary key is the eventId. Kafka delivers at least once and the
- * workflow may publish an event twice (a retried activity); the insert is ON CONFLICT (event_id) DO NOTHING,
- * so a copy changes nothing (I5). Offsets are committed only after the batch's insert has committed: a crash
- * in between redelivers the batch, and the copies are dropped by the same rule. Messages that are not order
- * events are logged and skipped, so one bad message cannot stall its partition. With tracing on, each batch is a
- * CONSUMER span linked to its messages' publish spans.
+ * Downstream ledger (`node dist/consumers/ledger.js`): records each order event of Kafka once in PostgreSQL's
+ * order_events (key eventId, ON CONFLICT DO NOTHING: a copy changes nothing, I5), committing offsets only after
+ * the batch's insert; a crash in between redelivers the batch. A message that is not an order event is skipped.
  */
 import { SpanKind, type Attributes, type Link } from '@opentelemetry/api';
 import type { Batch, Consumer, EachBatchPayload, KafkaMessage } from 'kafkajs';

@@ -1,18 +1,8 @@
 /**
- * The order's life, in one place: every transition of an order's state (place, pay, expire, reject) is a
- * method here, one PostgreSQL statement each under its guards, none of which writes a row that another order
- * writes too (docs/design.md, "Unit slots"): I1 is the unit each live order holds, unique among the item's live
- * orders (orders_live_unit) and one of the item's units 1..quantity (orders_live_unit_of_item, with the quantity
- * the order copies from its item, which orders_item_quantity ties to it); I3 the one-live-order index. This
- * class writes PostgreSQL only: giving a unit back to Redis stock is the workflow's compensation step
- * (`compensationFor`, src/order/types.ts). Acceptance is the reservation itself (lua/reserve.lua,
- * src/reservation/store.ts), whose terms it reads through `ReservationTerms`; from then on the starter (which
- * stores it first), the workflow's activities and the payment route change an order only through this class.
- * Storing an order live also reads its stock shard's epoch FOR SHARE (`epochHolds`, rows.ts): a lock, not a write.
- *
- * Every write is idempotent (I5): a retried activity finds its earlier effect and returns the same answer.
- * Business outcomes (unit taken, buyer already holds a live order, payment refused) are answers, not
- * errors. PostgreSQL decides payment against deadline (docs/design.md): `windowOpen` (rows.ts) is that rule.
+ * The order's life in PostgreSQL: every transition (place, pay, expire, reject) is one statement under its guards
+ * (I1: each live order holds its own unit; I3: one live order per buyer; the payment window, rows.ts), idempotent
+ * (I5: a retry finds its earlier effect and answers the same). Business outcomes are answers, not errors. Writes
+ * PostgreSQL only: the unit goes back to Redis in the workflow's compensation step (docs/design.md, "Unit slots").
  */
 import type { Pool } from 'pg';
 import { saleOfOrder } from './orderId';

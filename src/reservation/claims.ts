@@ -1,13 +1,8 @@
 /**
- * Claims left behind: a purchase that claimed its buyer on the home shard (claim.lua) and then died, or stalled,
- * before its unit was taken on another shard and the claim settled or undone. Its buyer hears 409 with an order
- * that does not exist until the claim is repaired: settled when the order holds a reservation on some shard, undone
- * otherwise (the buyer may buy again).
- *
- * Ages are Redis' own (claim.lua stamps a claim with TIME, stale-claims.lua reads it on the same node), so no
- * host's clock judges them. A take (reserve.lua as `take`) refuses a claim older than its lease (claimLeaseMs:
- * half the repair age, read on the take's node), so a claim old enough to be undone has no take that can still land — the buyer
- * would hold two units — as long as two masters' clocks differ by less than the lease.
+ * Claims left behind by a purchase that died between claiming its buyer on the home shard and taking a unit
+ * elsewhere: settled when the order holds a reservation, undone otherwise. Ages are Redis' own clock; a take
+ * refuses a claim older than its lease (half the repair age), so no take lands after its claim is undone while two
+ * masters' clocks differ by less than the lease.
  */
 import type { OrderInput } from '../order/types';
 import { idempotent, type FlashRedis } from './client';

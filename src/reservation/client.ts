@@ -1,13 +1,8 @@
 /**
- * The service's Redis client: one node or a cluster (REDIS_CLUSTER_NODES), with the Lua scripts of lua/ defined,
- * and a resend policy that no Redis command escapes. ioredis resends by default what a dropped connection left
- * without a reply: the single-node client every such command at its next connect (autoResendUnfulfilledCommands),
- * the cluster client a command, or a whole auto-pipelined batch, that failed with "Connection is closed" (after
- * retryDelayOnFailover). Such a command may have run: Redis ran it and the reply was lost. Those resends are
- * turned off here, along with what makes them hang or stray (a tested storm of dropped connections showed
- * commands never answered, and scripts sent to a replica); a command whose outcome is unknown fails
- * (isOutcomeUnknown), and the caller runs it again if, and only if, it is idempotent: every script of lua/ is,
- * per orderId (docs/design.md, Retries).
+ * The service's Redis client, one node or a cluster, with the scripts of lua/ defined and no resend: ioredis
+ * resends by default what a dropped connection left unanswered, though Redis may have run it. Here a command whose
+ * outcome is unknown fails (isOutcomeUnknown), and the caller reruns it only if it is idempotent, as every script
+ * of lua/ is per orderId (docs/design.md, Retries).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,10 +1,7 @@
 /**
- * The Redis wire formats of an accepted order, written and read here only: the reservation value (the terms the
- * buyer was given at the 202, so the order is readable and payable before its workflow stores it), the start
- * queue entry (the order whose workflow is to be started), and the claim member (a buyer claimed on their home
- * shard while their unit is sought on another). The reserving script (reserve.lua) completes a reservation
- * value with the unit it took and its shard's epoch, stores it as the entry's terms too, and reads the unit and
- * epoch back on a rerun; release.lua reads a value's item, buyer and unit. Both say so.
+ * The Redis wire formats of an accepted order, written and read here only (and by the scripts that say so): the
+ * reservation value (the terms of the 202, with the unit and its shard's epoch), the start queue entry, and the
+ * claim member of a buyer claimed on their home shard.
  */
 import type { OrderInput } from '../order/types';
 

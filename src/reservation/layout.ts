@@ -1,17 +1,8 @@
 /**
- * Where a sale lives in Redis: its stock shards. A sale has S shards (the most any of its items asked for, at
- * least 1); shard k is one Redis hash tag, so each shard's keys sit in one slot and a Lua script may touch them
- * together. Shard 0's tag is `{sale:<id>}`, the tag of every sale before shards existed. On a cluster, the tags
- * are chosen from the slot map so that the shards sit on distinct masters (hash tags alone do not spread them).
- *
- * - An item with s ≤ S stock shards keeps its stock on shards 0..s−1, quantity split as evenly as it goes.
- * - A buyer's home shard, crc32(userId) mod S, holds the buyer's live order for the whole sale (I3): every
- *   check of one-per-buyer for that buyer runs there, whatever item or stock shard the unit comes from.
- * - An order's unit is taken from, and goes back to, one stock shard (orders.stock_shard; I2 per shard). Units are
- *   numbered 1..quantity, each shard holding its own run of them (shardUnits; orders.unit, I1).
- *
- * The layout is fixed when the sale is made (sale_events.shard_tags, items.stock_shards), so it is cached for
- * good once read.
+ * Where a sale lives in Redis: S stock shards, each one hash tag (one slot), placed on distinct masters of a
+ * cluster. An item of s ≤ S shards splits its numbered units over shards 0..s−1 (shardUnits); a buyer's home
+ * shard, crc32(userId) mod S, holds their live order for the whole sale (I3). Fixed when the sale is made, so
+ * cached for good once read.
  */
 import { crc32 } from 'node:zlib';
 import type { Pool } from 'pg';

@@ -1,19 +1,8 @@
 /**
- * A sale's stock into Redis, and Redis' view of a sale rebuilt after a stock shard lost its data. A Redis node
- * loses a shard's keys all at once (no replica took over, or the data went with it), so a shard without its
- * loaded mark has lost its data (or was never loaded), and one that holds it has not. A shard's stock is its free
- * units, numbered (layout.ts shardUnits): its run of units less those live orders hold.
- *
- * Every order that may hold a unit is known to one of two stores: PostgreSQL from the moment a starter reads its
- * start queue entry (the starter stores the order before it starts its workflow, src/starter/starter.ts), Redis
- * before that (its reservation and entry, on the shard it was taken from). A rebuild restores the lost shards from
- * PostgreSQL's live orders and the kept shards' reservations, and never rewrites a shard that holds its data.
- * What only a lost shard knew (entries no starter had read) is gone with it.
- *
- * Loads and rebuilds of a shard are exclusive (its lock), and each puts its work in place in one script that
- * checks, as it writes, that it still holds the lock and the shard is still unloaded. Each first moves the shard's
- * epoch on in PostgreSQL (src/sale/sales.ts, StockSource) and only then reads the live orders: an order a starter
- * read before and stores after carries the old epoch, and PostgreSQL refuses to store it live (src/order/store.ts).
+ * A sale's stock into Redis, and a rebuild of the shards that lost their data (no loaded mark) from PostgreSQL's
+ * live orders and the kept shards' reservations; a shard that holds its data is never rewritten. Loads and
+ * rebuilds of a shard are exclusive (shardLock.ts), move its epoch on before reading the live orders, and put their
+ * work in place in one script (staging.ts). Why: docs/design.md, "A rebuild restores what was lost".
  */
 import { randomUUID } from 'node:crypto';
 import type { OrderInput } from '../order/types';

@@ -1,13 +1,9 @@
 /**
- * Replication barriers: how a 202 waits until REDIS_WAIT_REPLICAS replicas hold its reservation, without
- * holding up anything else. WAIT blocks the connection it is sent on and counts only that connection's own
- * writes, while a purchase's script goes over the client every request of the process shares. So the check runs
- * on connections of its own, one per node: a barrier is a write of a marker key on the node that ran the script
- * (its reply names the node on a cluster, which after an ASK redirect or a failover is not the one the slot map
- * named) followed by WAIT on the same connection. A node's replication stream is one sequence: replicas that
- * hold the marker hold every write the node made before it, the purchase's among them. Purchases whose script
- * replied before a barrier was sent ride on it: one barrier in flight per node, the next one for all who came
- * meanwhile, so a stalled replica delays the purchases of its node by two WAIT timeouts at most, and nothing else.
+ * Replication barriers: a 202 waits until REDIS_WAIT_REPLICAS replicas hold its reservation. WAIT blocks its
+ * connection and counts that connection's writes only, so a barrier is a marker written on the node that ran the
+ * script, then WAIT, on a connection of its own per node; replicas holding the marker hold every earlier write of
+ * that node. Purchases ride on the barrier in flight or the next one: a stalled replica delays its node's purchases
+ * by two WAIT timeouts at most.
  */
 import Redis, { Cluster } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';

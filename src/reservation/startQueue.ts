@@ -1,12 +1,7 @@
 /**
- * A sale's start queues: one Redis Stream per stock shard, `<shard tag>:accepted`, that reserve.lua
- * appends every accepted order to, in the same atomic step as its reservation (I4). The starters
- * (src/starter/starter.ts) read them through one consumer group each; an entry is acknowledged and deleted once
- * its order's workflow exists, so a stream holds only what is still to be started. Every command names one
- * shard's key, so it runs on the node owning that slot of a Redis Cluster.
- *
- * The methods take a sale and cover all its shards: an entry id is the stream's id on shard 0 and `<k>/<id>` on
- * shard k (ids of different nodes may be equal), which is also how an entry tells its order's stock shard.
+ * A sale's start queues: a Redis Stream per stock shard that reserve.lua appends each accepted order to with its
+ * reservation (I4). Starters read them through one consumer group; an entry is deleted once its workflow exists.
+ * An entry id is the stream's id on shard 0 and `<k>/<id>` on shard k (ids of two nodes may be equal).
  */
 import type Redis from 'ioredis';
 import type { Cluster } from 'ioredis';

@@ -1,17 +1,8 @@
 /**
- * Redis as the gatekeeper: stock, one live order per buyer per sale event, and reservations recorded per order,
- * each written together with the order's start queue entry (src/reservation/startQueue.ts), on a single Redis or
- * a Redis Cluster. A sale's keys are spread over its stock shards (src/reservation/layout.ts), each one hash tag,
- * and every script touches the keys of one shard only, passed in KEYS, so each runs on the node owning that slot:
- * - reserve.lua as `reserve`: the buyer's home shard also holds stock of the item: check, reserve and queue in
- *   one step.
- * - otherwise (or when the home shard's stock is out): claim.lua records the buyer on the home shard, reserve.lua
- *   as `take` reserves on the item's other shards in turn, and the claim is settled, or undone by unclaim.lua when no shard
- *   had a unit; a buyer hears 410 only once every shard of the item was found empty at one moment.
- * - release: release.lua on the unit's shard, then unclaim.lua on the buyer's home shard when it is another.
- * Every script is idempotent per orderId and every call here goes through `idempotent` (client.ts): a command
- * whose reply was lost is run again and answers as the first run did. A crash between two steps leaves a claim,
- * which src/reservation/claims.ts repairs.
+ * Redis as the gatekeeper: stock, one live order per buyer per sale, reservations, each written with the order's
+ * start queue entry, by scripts that touch one stock shard each (layout.ts). A buyer whose home shard lacks the
+ * item's stock is claimed there, then served by the item's other shards (claim, take, unclaim). Every call is
+ * idempotent per orderId and rerun when its reply was lost (client.ts); claims.ts repairs a crash between steps.
  */
 import type { OrderInput } from '../order/types';
 import { DEFAULT_CLAIM_IDLE_MS } from '../config';

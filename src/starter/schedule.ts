@@ -1,10 +1,7 @@
 /**
- * When the starter polls each sale's start queue, and how long it backs off: pure, clock passed in (ms).
- * Sales are polled one by one (each on its own key, as Redis Cluster requires), at most POLL_BATCH per turn and
- * the busiest first: right away when this process has just reserved in the sale, else at an interval that
- * doubles from MIN_POLL_MS up to MAX_POLL_MS while the sale's queue stays empty. A sale first seen is due at
- * once but counts as idle (MAX_POLL_MS) until a poll finds entries. Claims of stale entries run every
- * claimIdleMs/2 per sale.
+ * When the starter polls each sale's start queue, and how long it backs off: pure, the clock passed in (ms). A
+ * sale is polled soon after this process reserved in it, else less and less often while its queue stays empty;
+ * the busiest go first, POLL_BATCH a turn; stale entries are claimed every claimIdleMs/2.
  */
 
 export const MIN_POLL_MS = 10;

@@ -1,11 +1,8 @@
 /**
- * The starter: reads the sales' start queues (src/reservation/startQueue.ts) through the consumer group, stores
- * each accepted order in PostgreSQL and starts its workflow (workflow id = orderId; an id that exists already
- * counts as started), then acknowledges and deletes the entry (I4), at Temporal's pace (docs/design.md).
- * - At most maxInFlight starts in flight; entries are read only for free slots, when the gates (gates.ts) allow.
- * - RESOURCE_EXHAUSTED, UNAVAILABLE and DEADLINE_EXCEEDED pause all reading (Backoff) and the entry is tried
- *   again after the pause; any other failure leaves the entry pending for a claim (XAUTOCLAIM) after
- *   claimIdleMs, longer than a start's deadline. Which sale is polled when: schedule.ts.
+ * The starter's loop: reads the sales' start queues through the consumer group, stores each accepted order in
+ * PostgreSQL and starts its workflow (an id that exists counts as started), then deletes the entry (I4), at most
+ * maxInFlight at once and as the gates allow. Temporal or PostgreSQL away pauses reading (Backoff); any other
+ * failure leaves the entry for a claim after claimIdleMs, longer than a start's deadline.
  */
 import type { Logger } from '../infra/logger';
 import { parseEntry, type QueuedOrder, type RawEntry, type StartQueue } from '../reservation/startQueue';

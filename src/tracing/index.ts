@@ -1,11 +1,8 @@
 /**
  * Traces (OpenTelemetry 1.x, the line @temporalio/interceptors-opentelemetry 1.24 is built on): one trace per
- * accepted order, from the purchase request through its start queue entry, its start, its workflow and local
- * activities to its Kafka event; the payment request links to it. Off by default (OTEL_TRACES_EXPORTER=none):
- * then no tracer provider is installed and every call below goes to the API's no-op tracer.
- *
- * The sold-out answer in front of the router (soldOutAnswer) is never traced: it is most of a stampede, acts for
- * no one, and its cost is the point of it (docs/performance.md has the bench's ratios).
+ * accepted order, from the purchase through its start, workflow and activities to its Kafka event; a payment links
+ * to it. Off by default (no provider installed). The sold-out answer is never traced: it is most of a stampede and
+ * acts for no one.
  */
 import { createWriteStream, openSync, type WriteStream } from 'node:fs';
 import { context, diag, DiagLogLevel, propagation, ROOT_CONTEXT, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type SpanKind } from '@opentelemetry/api';

@@ -1,14 +1,8 @@
 /**
- * orderWorkflow, one execution per accepted order (workflow id = orderId), keeps the 202's promise (I4):
- * place the order; wait for payment until the deadline the buyer was shown; settle: PAID, or EXPIRED; then, if
- * unsold, the compensation as a step of its own (releaseUnit: its unit back in stock). An order PostgreSQL will
- * not store ends REJECTED, then compensated the same way.
- *
- * PostgreSQL decides payment against deadline, not this workflow: a payment (update `pay`, signal `paid`, or
- * the payment route, which writes PostgreSQL itself) needs the order PENDING with its deadline ahead by
- * PostgreSQL's clock, the expiry needs it PENDING with the deadline passed (src/order/store.ts). Exactly one
- * wins and the workflow follows the row, so a local activity replayed after the server refused its workflow
- * task (a signal landed meanwhile) repeats only what PostgreSQL decided, with one effect (I5).
+ * orderWorkflow, one per accepted order (workflow id = orderId), keeps the 202's promise (I4): place; wait for
+ * payment until the deadline the buyer was shown; settle PAID or EXPIRED (REJECTED if PostgreSQL will not store
+ * it); then, if unsold, the compensation as a step of its own. PostgreSQL decides payment against deadline and
+ * the workflow follows the row, so a replayed local activity repeats only what PostgreSQL decided (I5).
  */
 import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities';

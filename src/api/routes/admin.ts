@@ -1,14 +1,7 @@
 /**
- * Admin routes (admin bearer credential): create a sale event and load or rebuild its stock in Redis.
- * POST /api/admin/sales                      body: SaleInput → 201 sale with item ids, stock loaded; 400
- *                                            INVALID_BODY for a body of the wrong shape, 422 INVALID_SALE for one
- *                                            that breaks a rule between fields (endsAt after startsAt, …)
- * POST /api/admin/sales/{saleId}/stock       loads stock never loaded → 200, or 409 REBUILD_NEEDED when a shard lost
- *                                            the data it was loaded with; ?rebuild=true restores the shards that lost
- *                                            their data from PostgreSQL → 200, or 409 REBUILD_REFUSED when none did,
- *                                            or others kept theirs (&force=true overrides); a flag other than
- *                                            true/false → 400 INVALID_QUERY, nothing loaded
- * GET  /api/admin/sales/{saleId}             sale, items, and each item's Redis stock → 200
+ * Admin routes (admin bearer credential; openapi.yaml): create a sale and load its stock; load or rebuild a sale's
+ * stock (REBUILD_NEEDED when a shard lost its data, `?rebuild=true` restores it, `&force=true` when others kept
+ * theirs); read a sale with each item's Redis stock.
  */
 import { LayoutError } from '../../reservation/layout';
 import type { Context } from 'koa';

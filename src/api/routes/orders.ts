@@ -1,11 +1,6 @@
 /**
- * Order routes, each a call into the order's module (src/order/store.ts, Orders).
- * GET  /api/flash-sales/orders/{orderId}          buyer: their own order; 404 for anyone else's (I6).
- * POST /api/flash-sales/orders/{orderId}/payment  payment service: 200 PAID, or 409 PAYMENT_WINDOW_CLOSED /
- *      ORDER_NOT_PENDING (refund), 409 PAYMENT_ID_USED (the paymentId paid another order), 422 AMOUNT_MISMATCH;
- *      decided in PostgreSQL, from the 202 on.
- * POST /api/dev/orders/{orderId}/payment          development only (the sale page's "Pay"): the buyer pays their
- *      own order in full through the same path, with paymentId `dev-<orderId>`; not mounted in production.
+ * Order routes, each a call into Orders (openapi.yaml): a buyer reads their own order (404 for anyone else's, I6);
+ * the payment service pays an order from its 202 on, decided in PostgreSQL; in development the sale page's "Pay".
  */
 import { trace } from '@opentelemetry/api';
 import type { Context, Next } from 'koa';

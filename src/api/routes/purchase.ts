@@ -1,14 +1,8 @@
 /**
- * POST /api/flash-sales/items/{itemId}/purchase — the front door of the stampede: soldOutAnswer in front of
- * the router, then on the router
- *
- *   purchaseMetrics → rate limit (client IP) → buyerAuth → rate limit (buyer) → purchase
- *
- * 202 PENDING (with the payment deadline) once Redis holds the reservation and its start queue entry, written
- * together by reserve.lua; the starter starts the order's workflow afterwards, so no purchase waits for
- * Temporal (I4). 409 ALREADY_PURCHASED (with the buyer's own live orderId); 410 SOLD_OUT; 400/403/404/503
- * otherwise, each changing nothing (I7): 403 SALE_NOT_ACTIVE outside the sale's times, 403 SALE_GATE_INVALID
- * without the sale's gate value (saleGate.ts), both before any Redis call.
+ * POST /api/flash-sales/items/{itemId}/purchase, the front door of the stampede: soldOutAnswer before the router,
+ * then metrics → rate limit (client) → buyerAuth → rate limit (buyer) → purchase. 202 once Redis holds the
+ * reservation and its start queue entry (the workflow starts afterwards: no purchase waits for Temporal, I4);
+ * 409 with the buyer's own order; 410; every other answer changes nothing (I7).
  */
 import type { Context, Next } from 'koa';
 import { parseId } from '../../order/ids';

@@ -1,15 +1,7 @@
 /**
- * What a buyer's browser needs before it buys, without a token:
- * GET /api/flash-sales/sales/{saleId}  the public sale view (name, items with their name, price in minor units,
- *                                      units left and sold out or not, startsAt, endsAt, serverTime), from a
- *                                      per-process cache at most 1 s old (saleViews.ts), for a CDN: `Cache-Control: public,
- *                                      max-age=1` and a weak ETag over everything but serverTime (304 on a match);
- *                                      from the sale's start to its end it carries the purchase gate (saleGate.ts)
- * GET /api/flash-sales/time            the server's clock, never cached, for the page's countdown (the view's
- *                                      serverTime may come from a cached copy)
- * GET /sale/{saleId}                   the sale page (src/web/: HTML, CSS and one script, served as they are)
- * POST /api/dev/token {buyerId}        a development buyer token for the page's sign-in, 1 h like `npm run token`;
- *                                      mounted only with the development JWT secret (config.devTokensServed)
+ * What a buyer's browser needs before it buys, without a token (openapi.yaml): the public sale view (cached per
+ * process, saleViews.ts; `Cache-Control: public, max-age=1` and a weak ETag for a CDN; the gate from the sale's
+ * start), the server's clock, the sale page (src/web/), and in development a buyer token for its sign-in.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
