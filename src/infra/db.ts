@@ -21,7 +21,7 @@ export function createPool(config: Config, onError: (err: Error) => void = () =>
  */
 export async function migrate(config: Config, log: (msg: string) => void = () => undefined): Promise<void> {
   // node-pg-migrate 8 is ESM-only: loaded on demand, so that importing this module (createPool) also works
-  // where require() of ESM does not, such as Jest's CommonJS runtime on Node 20.
+  // where require() of ESM does not, such as Jest's CommonJS runtime.
   const { runner } = await import('node-pg-migrate');
   await runner({
     databaseUrl: pgConnection(config),

@@ -21,7 +21,7 @@ export async function inject(fault: PlannedFault, fleet: Fleet, clients: Clients
 /** An API or a worker SIGKILLed, then started again. @returns whether the fault was one of these */
 async function processFault(fault: PlannedFault, fleet: Fleet): Promise<boolean> {
   // A process still starting (the repair of an earlier fault on it) is killed once it is up: killing it before
-  // would fail that repair, not the product (seed 1009: two worker kills 6 s apart).
+  // would fail that repair, not the product (two kills of one worker seconds apart).
   const kill = async (slot: string, children: Child[]) => {
     await fleet.settled(slot);
     const child = children[fault.target];
