@@ -13,7 +13,9 @@ import type { Catalog } from './catalog';
 import type { Metrics } from './metrics';
 import type { OrderWorkflows } from '../workflows/client';
 import type { SoldOutFlags } from './soldOut';
-import type { DependencyStatus } from './routes/ops';
+
+/** Each store the API needs, up or down, with the reason of those down. */
+export type DependencyStatus = Record<'redis' | 'postgres' | 'temporal', { up: true } | { up: false; reason: string }>;
 
 export interface AppDeps {
   config: Config;

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Context } from 'koa';
 import { parse } from 'yaml';
-import type { AppDeps } from '../deps';
+import type { AppDeps, DependencyStatus } from '../deps';
 import { reply } from '../errors';
 import { causeOf } from '../../infra/startup';
 
@@ -25,8 +25,6 @@ export const publicOpenApiDocument = {
   paths: Object.fromEntries(Object.entries(openApiDocument.paths).filter(([, item]) => item['x-door'] === undefined)),
 };
 
-/** Each store the API needs, up or down, with the reason of those down. */
-export type DependencyStatus = Record<'redis' | 'postgres' | 'temporal', { up: true } | { up: false; reason: string }>;
 
 /**
  * @returns a check of Redis, PostgreSQL and the Temporal namespace, each answering within CHECK_TIMEOUT_MS or
