@@ -89,10 +89,10 @@ describe.each(modes)('$name', (mode) => {
     // an order id may still have taken a unit (its reply lost after the script ran): its entry waits for the claim
     // sweep (STARTER_CLAIM_IDLE_MS), so the sale has settled only once no reservation is left; what is left after
     // the wait, the audit and the checks below name.
-    await until('every reservation released', async () => (await clients.store.reservations(sale.saleId)).length === 0, 150_000).catch(() => undefined);
+    await until('every reservation released', async () => (await clients.store.view.reservations(sale.saleId)).length === 0, 150_000).catch(() => undefined);
     expect(await settledAudit(config, clients, temporal, sale.saleId, accepted, 150_000)).toEqual([]);
-    expect((await clients.store.stockByShard(sale.saleId, [itemId])).get(itemId)).toEqual(Array.from({ length: mode.shards }, (_, k) => shardQuantity(mode.units, mode.shards, k)));
-    expect(await clients.store.reservations(sale.saleId)).toEqual([]);
-    expect(await clients.store.claims(sale.saleId)).toEqual([]);
+    expect((await clients.store.view.stockByShard(sale.saleId, [itemId])).get(itemId)).toEqual(Array.from({ length: mode.shards }, (_, k) => shardQuantity(mode.units, mode.shards, k)));
+    expect(await clients.store.view.reservations(sale.saleId)).toEqual([]);
+    expect(await clients.store.view.claims(sale.saleId)).toEqual([]);
   });
 });

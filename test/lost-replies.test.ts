@@ -101,7 +101,7 @@ describe.each(modes)('$name', (mode) => {
 
     // What Redis holds: one reservation per RESERVED order, each order queued for its start exactly once.
     const reserved = orders.filter((_, i) => (outcomes[i] as ReserveOutcome).kind === 'RESERVED').map((o) => o.orderId);
-    const held = await clients.store.reservations(sale.saleId);
+    const held = await clients.store.view.reservations(sale.saleId);
     const heldIds = held.map((r) => r.orderId);
     expect(new Set(heldIds).size).toBe(heldIds.length);
     expect(heldIds).toEqual(expect.arrayContaining(reserved));
@@ -117,7 +117,7 @@ describe.each(modes)('$name', (mode) => {
       return outcome.kind === 'RESERVED' ? [[o.orderId, outcome.unit]] : [];
     });
     expect(answered).toEqual(answered.map(([orderId]) => [orderId, unitOf.get(orderId as string)]));
-    const free = ((await clients.store.unitsByShard(sale.saleId, [item.itemId])).get(item.itemId) as number[][]).flat();
+    const free = ((await clients.store.view.unitsByShard(sale.saleId, [item.itemId])).get(item.itemId) as number[][]).flat();
     expect([...free, ...held.map((r) => r.unit as number)].sort((a, b) => a - b)).toEqual(Array.from({ length: mode.units }, (_, i) => i + 1));
 
     // Presses that failed after their claim (an error, or the lease ran out) left claims: repair settles or undoes them.
@@ -134,11 +134,11 @@ describe.each(modes)('$name', (mode) => {
     };
     await bounded(20, held.map((order) => () => releaseAsActivity(order)));
     // Every unit back on its own shard, once.
-    const after = (await clients.store.unitsByShard(sale.saleId, [item.itemId])).get(item.itemId) as number[][];
+    const after = (await clients.store.view.unitsByShard(sale.saleId, [item.itemId])).get(item.itemId) as number[][];
     expect(after.map((units) => [...units].sort((a, b) => a - b))).toEqual(Array.from({ length: mode.shards }, (_, k) => shardUnits(item.quantity, mode.shards, k)));
-    expect(await clients.store.reservations(sale.saleId)).toEqual([]);
-    expect([...(await clients.store.buyers(sale.saleId)).keys()]).toEqual([]);
-    expect(await clients.store.claims(sale.saleId)).toEqual([]);
+    expect(await clients.store.view.reservations(sale.saleId)).toEqual([]);
+    expect([...(await clients.store.view.buyers(sale.saleId)).keys()]).toEqual([]);
+    expect(await clients.store.view.claims(sale.saleId)).toEqual([]);
     expect(lossy.proxies.reduce((a, p) => a + p.lost, 0)).toBeGreaterThan(lost);
   });
 });

@@ -134,7 +134,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   const { pool, redis, workflows } = await connectStores(config, log);
   const barrier = config.REDIS_WAIT_REPLICAS > 0 ? new ReplicationBarrier(redis, config) : undefined;
   const store = new ReservationStore(redis, new SaleLayouts(pool), { barrier, replicas: config.REDIS_WAIT_REPLICAS, claimIdleMs: config.STARTER_CLAIM_IDLE_MS });
-  const orders = new Orders(pool, store);
+  const orders = new Orders(pool, store.view);
   const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'));
   soldOut.start();
   // Its own client: the queue's reads must not queue behind (or ahead of) the purchases' EVALSHAs.

@@ -45,7 +45,7 @@ export class SoldOutFlags {
     const bySale = new Map<number, number[]>();
     for (const [itemId, saleId] of this.flagged) bySale.set(saleId, [...(bySale.get(saleId) ?? []), itemId]);
     for (const [saleId, itemIds] of bySale) {
-      const stock = await this.store.stock(saleId, itemIds);
+      const stock = await this.store.view.stock(saleId, itemIds);
       for (const [itemId, left] of stock) if (left === undefined || left > 0) this.flagged.delete(itemId);
     }
   }

@@ -70,10 +70,10 @@ export async function readFacts(deps: { pool: Pool; store: ReservationStore; tem
     items,
     orders,
     layout: await deps.store.layouts.get(saleId),
-    freeUnits: await deps.store.unitsByShard(saleId, items.map((i) => i.id)),
-    reservations: await deps.store.reservations(saleId),
-    buyers: await deps.store.buyers(saleId),
-    claims: await deps.store.claims(saleId),
+    freeUnits: await deps.store.view.unitsByShard(saleId, items.map((i) => i.id)),
+    reservations: await deps.store.view.reservations(saleId),
+    buyers: await deps.store.view.buyers(saleId),
+    claims: await deps.store.view.claims(saleId),
     workflows,
   };
 }

@@ -108,7 +108,7 @@ export class StockLoader {
       }
       const { epochs, liveOrders } = await source.nextEpoch(lost);
       const isLost = (k: number) => lost.includes(k);
-      const elsewhere = (await this.store.reservations(saleId)).filter((o) => !isLost(o.stockShard ?? 0));
+      const elsewhere = (await this.store.view.reservations(saleId)).filter((o) => !isLost(o.stockShard ?? 0));
       const known = new Set(liveOrders.map((o) => o.orderId));
       // A buyer's live order last, so that it names their entry over an ended order whose release is still to come.
       const holders = [...elsewhere.filter((o) => !known.has(o.orderId)), ...liveOrders];
@@ -150,8 +150,8 @@ export class StockLoader {
   private async clearStranded(saleId: number, layout: SaleLayout, lost: readonly number[], held: ReadonlySet<string>): Promise<void> {
     const kept = [...layout.tags.keys()].filter((k) => !lost.includes(k));
     const entries = await Promise.all(kept.map(async (k) => ({ k, buyers: Object.entries(await this.redis.hgetall(shardKeys(layout.tags[k]).buyers)) })));
-    const claimed = new Set((await this.store.claims(saleId)).map((member) => parseClaimMember(member).orderId));
-    const reserved = new Set((await this.store.reservations(saleId)).map((o) => o.orderId));
+    const claimed = new Set((await this.store.view.claims(saleId)).map((member) => parseClaimMember(member).orderId));
+    const reserved = new Set((await this.store.view.reservations(saleId)).map((o) => o.orderId));
     for (const { k, buyers } of entries) {
       const keys = shardKeys(layout.tags[k]);
       for (const [userId, orderId] of buyers) {

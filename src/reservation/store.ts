@@ -57,7 +57,9 @@ function unitKeys(keys: ReturnType<typeof shardKeys>, itemId: number): [stock: s
  * Stock and reservations of sale events in Redis: reserve and release, and the reads of ReservationView. Methods
  * throw ioredis errors when Redis stays unreachable.
  */
-export class ReservationStore extends ReservationView {
+export class ReservationStore {
+  /** The reads of what Redis holds for a sale, on the same client (views.ts). */
+  readonly view: ReservationView;
   /** How old a claim may be when its unit is taken (reserve.lua as `take`), ms: half the age at which claim repair undoes it. */
   private readonly claimLeaseMs: number;
 
@@ -68,11 +70,12 @@ export class ReservationStore extends ReservationView {
    * @param options.claimIdleMs the age at which claim repair undoes a claim (STARTER_CLAIM_IDLE_MS)
    */
   constructor(
-    redis: FlashRedis,
-    layouts: LayoutSource,
+    /** The client it runs on, which src/reservation/loading.ts shares. */
+    readonly redis: FlashRedis,
+    readonly layouts: LayoutSource,
     private readonly options: { barrier?: ReplicationBarrier; replicas?: number; claimIdleMs?: number } = {},
   ) {
-    super(redis, layouts);
+    this.view = new ReservationView(redis, layouts);
     this.claimLeaseMs = claimLeaseMs(options.claimIdleMs ?? DEFAULT_CLAIM_IDLE_MS);
   }
 

@@ -1,7 +1,7 @@
 /**
  * What Redis holds for a sale, read without changing it: free units per stock shard, the reservations, the buyers'
  * entries and the claims in progress, over every shard of the sale (src/reservation/layout.ts). The audit, the
- * admin routes, the loader and the tests read through it; ReservationStore adds the writes.
+ * admin routes, the loader and the tests read through it; ReservationStore, the writes, carries one as `view`.
  */
 import type { OrderInput } from '../order/types';
 import { idempotent, type FlashRedis } from './client';

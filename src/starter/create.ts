@@ -45,7 +45,7 @@ export function createStarter(
   hooks: StartHooks,
 ): Starter {
   const recentSales = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS);
-  const orders = new Orders(clients.pool, clients.store);
+  const orders = new Orders(clients.pool, clients.store.view);
   const { onBacklog, ...onStart } = hooks;
   return new Starter({
     queue: new StartQueue(clients.redis, clients.store.layouts),

@@ -64,7 +64,7 @@ async function sold(itemId: number): Promise<number> {
 }
 
 async function stock(order: OrderInput): Promise<number | undefined> {
-  return (await clients.store.stock(order.saleId, [order.itemId])).get(order.itemId);
+  return (await clients.store.view.stock(order.saleId, [order.itemId])).get(order.itemId);
 }
 
 async function ordersOfSale(saleId: number): Promise<{ status: string; reason: string | null }[]> {
@@ -208,8 +208,8 @@ test('payOrder racing the order’s insert (committed while its statement waits 
   const workflow = await clients.pool.connect();
   try {
     await workflow.query('BEGIN');
-    await new Orders(workflow as unknown as Pool, clients.store).place(order);
-    const paying = new Orders(clients.pool, clients.store).pay(order.orderId, { paymentId: pid('racing'), amount: 700 }, order);
+    await new Orders(workflow as unknown as Pool, clients.store.view).place(order);
+    const paying = new Orders(clients.pool, clients.store.view).pay(order.orderId, { paymentId: pid('racing'), amount: 700 }, order);
     await until('the payment waiting on the uncommitted row', async () => {
       const res = await clients.pool.query<{ n: number }>(
         "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH current AS%'",

@@ -59,7 +59,7 @@ test('POST /api/admin/sales → 201 with item ids, and every item’s stock is l
     ['sku-1', 0, 0, 0],
     ['sku-2', 3, 0, 3],
   ]);
-  const stock = await clients.store.stock(
+  const stock = await clients.store.view.stock(
     saleId,
     items.map((i) => i.itemId),
   );
@@ -160,7 +160,7 @@ test('POST /stock twice is idempotent: a loaded sale keeps its stock, buyers and
   accepted.push(bought.body.orderId as string);
   const keys = saleKeys(sale.saleId);
   const state = async () => [
-    (await clients.store.stock(sale.saleId, [itemId])).get(itemId),
+    (await clients.store.view.stock(sale.saleId, [itemId])).get(itemId),
     await clients.redis.hgetall(keys.buyers),
     await clients.redis.hgetall(keys.reservations),
   ];
@@ -228,7 +228,7 @@ test('?rebuild=true after the sale’s Redis keys were lost restores stock = qua
   const rebuilt = await internal('POST', `/api/admin/sales/${sale.saleId}/stock?rebuild=true`, { token: admin });
   expect(rebuilt.status).toBe(200);
   expect(rebuilt.body.items?.[0]).toMatchObject({ quantity: 10, sold: 2, stock: 8 });
-  expect((await clients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(8);
+  expect((await clients.store.view.stock(sale.saleId, [itemId])).get(itemId)).toBe(8);
   // The free units are those no live order holds: the paid order holds unit 1, the pending one unit 2.
   expect(await clients.redis.lrange(keys.stock(itemId), 0, -1)).toEqual(['3', '4', '5', '6', '7', '8', '9', '10']);
   expect(await clients.redis.hgetall(keys.buyers)).toEqual({ [payer]: paidId, [waiter]: pendingId });
@@ -249,5 +249,5 @@ test('?rebuild=true after the sale’s Redis keys were lost restores stock = qua
   const fresh = await purchase(itemId, `rebuild-fresh-${run}`);
   expect(fresh.status).toBe(202);
   accepted.push(fresh.body.orderId as string);
-  expect((await clients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(7);
+  expect((await clients.store.view.stock(sale.saleId, [itemId])).get(itemId)).toBe(7);
 });

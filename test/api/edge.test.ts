@@ -42,7 +42,7 @@ const freshIp = () => `10.7.${Math.floor(++ipSeq / 250)}.${(ipSeq % 250) + 1}`;
 async function snapshot(sale: Sale) {
   const { clients, temporal } = app;
   const keys = saleKeys(sale.saleId);
-  const units = await clients.store.unitsByShard(
+  const units = await clients.store.view.unitsByShard(
     sale.saleId,
     sale.items.map((i) => i.itemId),
   );

@@ -39,7 +39,7 @@ function watchStock(saleId: number, itemId: number) {
   let running = true;
   const loop = (async () => {
     while (running) {
-      const value = (await clients.store.stock(saleId, [itemId])).get(itemId);
+      const value = (await clients.store.view.stock(saleId, [itemId])).get(itemId);
       if (value !== undefined) seen.push(value);
       await new Promise((r) => setImmediate(r));
     }
@@ -52,7 +52,7 @@ function watchStock(saleId: number, itemId: number) {
 }
 
 async function stockOf(saleId: number, itemId: number): Promise<number | undefined> {
-  return (await clients.store.stock(saleId, [itemId])).get(itemId);
+  return (await clients.store.view.stock(saleId, [itemId])).get(itemId);
 }
 
 async function tokensFor(prefix: string, count: number): Promise<{ buyer: string; token: string }[]> {
@@ -96,7 +96,7 @@ async function raceForHundred(target: Http, prefix: string) {
   // I2: stock + reservations = quantity; I3: each winner holds exactly their own order.
   const keys = saleKeys(sale.saleId);
   expect(await clients.redis.hgetall(keys.buyers)).toEqual(Object.fromEntries(winners));
-  const reservations = await clients.store.reservations(sale.saleId);
+  const reservations = await clients.store.view.reservations(sale.saleId);
   expect(new Map(reservations.map((r) => [r.userId, r.orderId]))).toEqual(winners);
   expect(reservations.every((r) => r.itemId === itemId)).toBe(true);
   // I1: each winner holds its own unit, and together they hold units 1..100.

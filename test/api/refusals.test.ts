@@ -34,11 +34,11 @@ beforeAll(async () => {
 /** Everything a purchase could change for one sale: Redis keys and PostgreSQL rows. */
 async function snapshot(of: Sale) {
   const keys = saleKeys(of.saleId);
-  const stock = await clients.store.stock(
+  const stock = await clients.store.view.stock(
     of.saleId,
     of.items.map((i) => i.itemId),
   );
-  const units = await clients.store.unitsByShard(
+  const units = await clients.store.view.unitsByShard(
     of.saleId,
     of.items.map((i) => i.itemId),
   );
@@ -189,7 +189,7 @@ describe('an item flagged sold out: 410 for any JWT-shaped token before verifica
     // The unit comes back, as an expired order's release would return it.
     await clients.redis.rpush(stockKey, '1');
     await eventually(async () => expect((await call('POST', purchasePath(item), forged)).body).toEqual({ error: 'TOKEN_INVALID' }), 5000);
-    expect(await clients.store.stock(restocked.saleId, [item])).toEqual(new Map([[item, 1]]));
+    expect(await clients.store.view.stock(restocked.saleId, [item])).toEqual(new Map([[item, 1]]));
   });
 });
 

@@ -87,10 +87,10 @@ describe('PostgreSQL reachable but failing (a listener that drops or stalls conn
     // An item this API's catalog has not loaded yet, so the purchase needs PostgreSQL.
     const sale = await createTestSale(clients, { quantities: [2] });
     const itemId = sale.items[0].itemId;
-    const before = await clients.store.stock(sale.saleId, [itemId]);
+    const before = await clients.store.view.stock(sale.saleId, [itemId]);
     const reply = await http(api.url)('POST', `/api/flash-sales/items/${itemId}/purchase`, { token: await buyerToken(config, `pg-${run}`) });
     expect([reply.status, reply.body.error, reply.headers.get('retry-after')]).toEqual([503, 'SERVICE_UNAVAILABLE', '1']);
-    expect(await clients.store.stock(sale.saleId, [itemId])).toEqual(before);
+    expect(await clients.store.view.stock(sale.saleId, [itemId])).toEqual(before);
     expect(await clients.redis.hlen(saleKeys(sale.saleId).reservations)).toBe(0);
   }, 20_000);
 });
@@ -195,6 +195,6 @@ describe('a private Redis dies mid-sale and comes back empty', () => {
     const next = await purchase(`after-${run}`);
     expect(next.status).toBe(202);
     accepted.push(next.body.orderId as string);
-    expect((await privateClients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(3);
+    expect((await privateClients.store.view.stock(sale.saleId, [itemId])).get(itemId)).toBe(3);
   });
 });

@@ -107,10 +107,10 @@ async function burstThroughFailover(waitReplicas: number): Promise<BurstResult> 
 
     const accepted = replies.filter((r) => r.status === 202).map((r) => r.body.orderId as string);
     const lost: string[] = [];
-    await until('Redis answers for the sale again', async () => (await clients.store.stock(sale.saleId, [itemId]).then(() => true, () => false)) || undefined, 30_000);
+    await until('Redis answers for the sale again', async () => (await clients.store.view.stock(sale.saleId, [itemId]).then(() => true, () => false)) || undefined, 30_000);
     for (const orderId of accepted) {
       // Redis first: its reservation goes only after PostgreSQL has the order in a final state.
-      const held = await clients.store.findReservation(sale.saleId, orderId);
+      const held = await clients.store.view.findReservation(sale.saleId, orderId);
       const row = held ? undefined : await clients.pool.query('SELECT 1 FROM orders WHERE id = $1', [orderId]);
       if (!held && !row?.rowCount) lost.push(orderId);
     }

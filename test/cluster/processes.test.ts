@@ -95,10 +95,10 @@ test('two API processes share the port, each with a starter, sell a 3-shard item
   accepted.push(...second.filter((r) => r.status === 202).map((r) => r.body.orderId as string));
   // Exactly the stock, whichever process answered.
   expect([count(second, 202), count(second, 410)]).toEqual([50, 50]);
-  expect(await clients.store.stock(sale.saleId, [itemId])).toEqual(new Map([[itemId, 0]]));
-  expect((await clients.store.buyers(sale.saleId)).size).toBe(150);
+  expect(await clients.store.view.stock(sale.saleId, [itemId])).toEqual(new Map([[itemId, 0]]));
+  expect((await clients.store.view.buyers(sale.saleId)).size).toBe(150);
   // Each order holds its own unit of the 150 (I1).
-  expect(new Set((await clients.store.reservations(sale.saleId)).map((r) => r.unit)).size).toBe(150);
+  expect(new Set((await clients.store.view.reservations(sale.saleId)).map((r) => r.unit)).size).toBe(150);
 
   const exited = new Promise<number | null>((resolve) => api?.process.once('exit', (code) => resolve(code)));
   api.process.kill('SIGTERM');

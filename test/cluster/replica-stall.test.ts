@@ -117,7 +117,7 @@ test('a replica stopped for 2 s: order reads and sold-out answers keep their lat
 
   // Nobody pays: every order, with a 202 or a 503 that named it, expires and its unit comes back to its shard.
   expect(await settledAudit(config, clients, temporal, sale.saleId, accepted, 150_000)).toEqual([]);
-  expect((await clients.store.stockByShard(sale.saleId, [hot, gone])).get(hot)).toEqual([200, 200, 200]);
+  expect((await clients.store.view.stockByShard(sale.saleId, [hot, gone])).get(hot)).toEqual([200, 200, 200]);
 });
 
 test('a WAIT after an ASK redirect counts the replicas of the node that ran the script, not of the slot map’s', async () => {
@@ -152,7 +152,7 @@ test('a WAIT after an ASK redirect counts the replicas of the node that ran the 
     });
     expect(outcome).toEqual({ kind: 'NOT_REPLICATED', orderId: asked.orderId, replicas: 0 });
     // The script ran on the new master, which holds the order.
-    expect(await store.findReservation(sale.saleId, asked.orderId)).toMatchObject({ orderId: asked.orderId });
+    expect(await store.view.findReservation(sale.saleId, asked.orderId)).toMatchObject({ orderId: asked.orderId });
     expect(await store.reserve(order(3))).toMatchObject({ kind: 'RESERVED' });
     await migrateSlot(slot, fromPort);
   } finally {

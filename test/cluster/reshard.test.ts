@@ -65,19 +65,19 @@ test('a shard’s slot migrated to another master during a burst: none lost or d
 
   // A purchase cut off between its claim and its outcome leaves a claim: repaired as the starters would.
   await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 0);
-  const reservations = await clients.store.reservations(sale.saleId);
+  const reservations = await clients.store.view.reservations(sale.saleId);
   const held = new Set(reservations.map((r) => r.orderId));
   expect(held.size).toBe(reservations.length);
   const accepted = replies.filter((r) => r.status === 202).map((r) => r.body.orderId as string);
   expect(accepted.filter((id) => !held.has(id))).toEqual([]);
   // Every reservation has its buyer's entry, and no buyer two.
-  const buyers = await clients.store.buyers(sale.saleId);
+  const buyers = await clients.store.view.buyers(sale.saleId);
   expect(new Set(reservations.map((r) => r.userId)).size).toBe(reservations.length);
   expect(reservations.filter((r) => buyers.get(r.userId) !== r.orderId)).toEqual([]);
   expect(buyers.size).toBe(reservations.length);
-  expect(await clients.store.claims(sale.saleId)).toEqual([]);
+  expect(await clients.store.view.claims(sale.saleId)).toEqual([]);
   // Per shard, its free units and the units of the reservations taken from it are its run of units, each once (I2).
-  const free = (await clients.store.unitsByShard(sale.saleId, [itemId])).get(itemId) ?? [];
+  const free = (await clients.store.view.unitsByShard(sale.saleId, [itemId])).get(itemId) ?? [];
   for (let k = 0; k < 3; k++) {
     const units = [...(free[k] as number[]), ...reservations.filter((r) => r.stockShard === k).map((r) => r.unit as number)];
     expect(units.sort((a, b) => a - b)).toEqual(shardUnits(UNITS, 3, k));

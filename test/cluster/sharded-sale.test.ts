@@ -48,17 +48,17 @@ async function tokens(buyers: string[]): Promise<{ buyer: string; token: string 
 const names = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}-${run}-${i}`);
 
 async function stockOf(saleId: number, itemId: number): Promise<(number | undefined)[]> {
-  return (await clients.store.stockByShard(saleId, [itemId])).get(itemId) ?? [];
+  return (await clients.store.view.stockByShard(saleId, [itemId])).get(itemId) ?? [];
 }
 
 /** @returns per shard, its free units in ascending order (undefined where it is not loaded) */
 async function freeUnitsOf(saleId: number, itemId: number): Promise<(number[] | undefined)[]> {
-  return ((await clients.store.unitsByShard(saleId, [itemId])).get(itemId) ?? []).map((units) => units && [...units].sort((a, b) => a - b));
+  return ((await clients.store.view.unitsByShard(saleId, [itemId])).get(itemId) ?? []).map((units) => units && [...units].sort((a, b) => a - b));
 }
 
 async function heldPerShard(saleId: number, shards: number): Promise<number[]> {
   const counts = new Array<number>(shards).fill(0);
-  for (const r of await clients.store.reservations(saleId)) counts[r.stockShard ?? 0] += 1;
+  for (const r of await clients.store.view.reservations(saleId)) counts[r.stockShard ?? 0] += 1;
   return counts;
 }
 
@@ -91,11 +91,11 @@ test('1,000 buyers race for 100 units over 3 shards: 100 × 202, every shard emp
   // Every shard gave exactly its part (34, 33, 33), and each winner is recorded once, on their home shard.
   expect(await heldPerShard(sale.saleId, 3)).toEqual([0, 1, 2].map((k) => shardQuantity(100, 3, k)));
   // ...each of its own units: every reservation holds a unit of its shard's run, and no unit is held twice.
-  const held = await clients.store.reservations(sale.saleId);
+  const held = await clients.store.view.reservations(sale.saleId);
   expect(held.filter((r) => !shardUnits(100, 3, r.stockShard ?? 0).includes(r.unit as number))).toEqual([]);
   expect(new Set(held.map((r) => r.unit)).size).toBe(100);
-  expect(await clients.store.buyers(sale.saleId)).toEqual(winners);
-  expect(await clients.store.claims(sale.saleId)).toEqual([]);
+  expect(await clients.store.view.buyers(sale.saleId)).toEqual(winners);
+  expect(await clients.store.view.claims(sale.saleId)).toEqual([]);
 
   // Nobody pays: each order expires and its unit goes back to the shard it came from.
   expect(await settledAudit(config, clients, temporal, sale.saleId, [...winners.values()])).toEqual([]);
@@ -125,7 +125,7 @@ test('buyers all homed on one shard still get every unit of the others; 410 only
   // Their entries all live on shard 0, the home shard, none elsewhere.
   expect(await clients.redis.hlen(shardKeys(layout.tags[0]).buyers)).toBe(30);
   expect(await clients.redis.hlen(shardKeys(layout.tags[1]).buyers)).toBe(0);
-  expect(await clients.store.claims(sale.saleId)).toEqual([]);
+  expect(await clients.store.view.claims(sale.saleId)).toEqual([]);
 });
 
 test('a buyer pressing two items, three times each, at once, gets one unit (I3 across items and shards)', async () => {
@@ -142,11 +142,11 @@ test('a buyer pressing two items, three times each, at once, gets one unit (I3 a
   expect(wins.size).toBe(12);
   expect(replies.every((r) => [202, 409, 410].includes(r.status))).toBe(true);
   for (const r of replies) if (r.status === 202) accepted.push(r.body.orderId as string);
-  const buyers = await clients.store.buyers(sale.saleId);
+  const buyers = await clients.store.view.buyers(sale.saleId);
   expect(new Set(buyers.keys())).toEqual(new Set(wins.keys()));
   expect(await stockOf(sale.saleId, a)).toEqual([0, 0, 0]);
   expect(await stockOf(sale.saleId, b)).toEqual([0, 0, 0]);
-  expect(await clients.store.claims(sale.saleId)).toEqual([]);
+  expect(await clients.store.view.claims(sale.saleId)).toEqual([]);
 });
 
 test('a unit taken from another shard than the buyer’s home goes back to that shard, and the buyer may buy again', async () => {
@@ -165,25 +165,25 @@ test('a unit taken from another shard than the buyer’s home goes back to that 
   // Run again for the same order (claim, take, settle, each resent), it answers the same and changes nothing.
   const snapshot = async () => ({
     stock: await stockOf(sale.saleId, itemId),
-    buyers: await clients.store.buyers(sale.saleId),
-    held: (await clients.store.reservations(sale.saleId)).map((r) => r.orderId).sort(),
-    claims: await clients.store.claims(sale.saleId),
+    buyers: await clients.store.view.buyers(sale.saleId),
+    held: (await clients.store.view.reservations(sale.saleId)).map((r) => r.orderId).sort(),
+    claims: await clients.store.view.claims(sale.saleId),
     queued: await Promise.all(layout.tags.map((tag) => clients.redis.xlen(shardKeys(tag).startQueue))),
   });
   const before = await snapshot();
   expect(await clients.store.reserve(two)).toEqual({ kind: 'RESERVED', stockLeft: 0, stockShard: 1, unit: 2, stockEpoch: 1 });
   expect(await snapshot()).toEqual(before);
-  expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[first, one.orderId], [second, two.orderId]]));
+  expect(await clients.store.view.buyers(sale.saleId)).toEqual(new Map([[first, one.orderId], [second, two.orderId]]));
 
   await clients.store.release({ ...two, stockShard: 1 });
   expect(await stockOf(sale.saleId, itemId)).toEqual([0, 1, 1]);
-  expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[first, one.orderId]]));
+  expect(await clients.store.view.buyers(sale.saleId)).toEqual(new Map([[first, one.orderId]]));
   // Twice frees nothing more.
   await clients.store.release({ ...two, stockShard: 1 });
   expect(await stockOf(sale.saleId, itemId)).toEqual([0, 1, 1]);
   const again = order(second);
   expect(await clients.store.reserve(again)).toMatchObject({ kind: 'RESERVED' });
-  await clients.store.release({ ...again, stockShard: (await clients.store.findReservation(sale.saleId, again.orderId))?.stockShard });
+  await clients.store.release({ ...again, stockShard: (await clients.store.view.findReservation(sale.saleId, again.orderId))?.stockShard });
   await clients.store.release({ ...one, stockShard: 0 });
   expect(await stockOf(sale.saleId, itemId)).toEqual([1, 1, 1]);
   expect(await freeUnitsOf(sale.saleId, itemId)).toEqual([[1], [2], [3]]);
@@ -218,8 +218,8 @@ test('a claim left by a crash is repaired: undone when no shard holds its order,
   expect(await clients.redis.hlen(s1.reservations)).toBe(lenBefore);
 
   expect(await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 30_000)).toEqual({ settled: 1, undone: 1 });
-  expect(await clients.store.claims(sale.saleId)).toEqual([]);
-  expect(await clients.store.buyers(sale.saleId)).toEqual(new Map([[kept, keptOrder]]));
+  expect(await clients.store.view.claims(sale.saleId)).toEqual([]);
+  expect(await clients.store.view.buyers(sale.saleId)).toEqual(new Map([[kept, keptOrder]]));
   // A fresh claim is left alone.
   await clients.redis.claim(home.buyers, home.claims, home.loaded, lost, lostOrder, claimMember({ orderId: lostOrder, itemId, userId: lost }));
   expect(await repairClaims(clients.redis, clients.store.layouts, sale.saleId, 30_000)).toEqual({ settled: 0, undone: 0 });
@@ -245,8 +245,8 @@ test('a rebuild after every shard lost its keys restores stock = quantity − pe
   const before = {
     stock: await stockOf(sale.saleId, itemId),
     free: await freeUnitsOf(sale.saleId, itemId),
-    buyers: await clients.store.buyers(sale.saleId),
-    held: await clients.store.reservations(sale.saleId),
+    buyers: await clients.store.view.buyers(sale.saleId),
+    held: await clients.store.view.reservations(sale.saleId),
   };
 
   const layout = await clients.store.layouts.get(sale.saleId);
@@ -266,10 +266,10 @@ test('a rebuild after every shard lost its keys restores stock = quantity − pe
   expect(await stockOf(sale.saleId, itemId)).toEqual(before.stock);
   // The free units are those no live order holds, each on its own shard.
   expect(await freeUnitsOf(sale.saleId, itemId)).toEqual(before.free);
-  expect(await clients.store.buyers(sale.saleId)).toEqual(before.buyers);
+  expect(await clients.store.view.buyers(sale.saleId)).toEqual(before.buyers);
   const byOrder = (list: { orderId: string }[]) => [...list].sort((x, y) => x.orderId.localeCompare(y.orderId));
   // Each reservation as it was, in its shard's next epoch.
-  expect(byOrder(await clients.store.reservations(sale.saleId))).toEqual(byOrder(before.held).map((o) => ({ ...o, stockEpoch: 2 })));
+  expect(byOrder(await clients.store.view.reservations(sale.saleId))).toEqual(byOrder(before.held).map((o) => ({ ...o, stockEpoch: 2 })));
 });
 
 test('one shard lost its keys mid-sale: the rebuild refuses without force, restores only that shard with it, and the audit passes', async () => {
@@ -355,5 +355,5 @@ test('a unit released onto a shard the buyer already found empty, while another 
   await clients.store.release({ ...holders[2], stockShard: 2 });
   await clients.store.release({ ...buyer, stockShard: 1 });
   expect(await stockOf(sale.saleId, itemId)).toEqual([1, 1, 1]);
-  expect(await clients.store.buyers(sale.saleId)).toEqual(new Map());
+  expect(await clients.store.view.buyers(sale.saleId)).toEqual(new Map());
 });

@@ -133,8 +133,8 @@ test('three purchases, one paid, two expired: HTTP, PostgreSQL, Redis, Kafka and
   expect(live.rows).toEqual([{ id: paidId, unit: expect.any(Number) }]);
 
   // Redis: the paid unit stays reserved (the unit PostgreSQL holds for it), the two others are back (I2).
-  expect((await clients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(QUANTITY - 1);
-  expect((await clients.store.reservations(sale.saleId)).map((r) => [r.orderId, r.unit])).toEqual([[paidId, live.rows[0].unit]]);
+  expect((await clients.store.view.stock(sale.saleId, [itemId])).get(itemId)).toBe(QUANTITY - 1);
+  expect((await clients.store.view.reservations(sale.saleId)).map((r) => [r.orderId, r.unit])).toEqual([[paidId, live.rows[0].unit]]);
   expect(await clients.redis.hgetall(saleKeys(sale.saleId).buyers)).toEqual({ [buyers[0]]: paidId });
 
   // Kafka, after dropping redelivered copies by eventId.

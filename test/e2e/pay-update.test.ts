@@ -96,7 +96,7 @@ async function state(order: OrderInput) {
     orderRow(clients.pool, order.orderId),
     // Units sold: the item's live orders, a unit each.
     clients.pool.query<{ sold: number }>(`SELECT count(*)::int AS sold FROM orders WHERE item_id = $1 AND status IN ('PENDING', 'PAID')`, [order.itemId]),
-    clients.store.stock(order.saleId, [order.itemId]),
+    clients.store.view.stock(order.saleId, [order.itemId]),
     clients.redis.hget(keys.reservations, order.orderId),
   ]);
   return { status: row?.status, paymentId: row?.paymentId, sold: item.rows[0].sold, stock: stock.get(order.itemId), reservation };

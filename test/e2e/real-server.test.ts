@@ -91,5 +91,5 @@ test('paid, expired and rejected orders end on the real server, and their search
 
   // The compensation ran on this server too: the expired order's unit is back in stock; the refused order's
   // unit stays out (the holder has it). 5 units: the paid one and the held one are out.
-  expect((await clients.store.stock(sale.saleId, [sale.items[0].itemId])).get(sale.items[0].itemId)).toBe(3);
+  expect((await clients.store.view.stock(sale.saleId, [sale.items[0].itemId])).get(sale.items[0].itemId)).toBe(3);
 });

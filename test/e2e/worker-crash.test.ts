@@ -191,8 +191,8 @@ test('SIGKILL of the worker mid-batch: a new worker finishes every order and Pos
   expect(live.rows[0]).toEqual({ sold: paid.length, units: paid.length });
 
   // Redis agrees: the paid units are held, every other one came back exactly once (I2, I5).
-  expect((await clients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(QUANTITY - paid.length);
-  expect((await clients.store.reservations(sale.saleId)).map((r) => r.orderId).sort()).toEqual(paid.map((r) => r.orderId).sort());
+  expect((await clients.store.view.stock(sale.saleId, [itemId])).get(itemId)).toBe(QUANTITY - paid.length);
+  expect((await clients.store.view.reservations(sale.saleId)).map((r) => r.orderId).sort()).toEqual(paid.map((r) => r.orderId).sort());
   expect(violations).toEqual([]);
   expect(maxStock).toBeLessThanOrEqual(QUANTITY);
 

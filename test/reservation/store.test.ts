@@ -37,7 +37,7 @@ async function newSale(quantity: number) {
   const sale = await createTestSale(clients, { quantities: [quantity] });
   sales.push(sale);
   const itemId = sale.items[0].itemId;
-  const stock = async () => (await clients.store.stock(sale.saleId, [itemId])).get(itemId);
+  const stock = async () => (await clients.store.view.stock(sale.saleId, [itemId])).get(itemId);
   return { saleId: sale.saleId, itemId, keys: saleKeys(sale.saleId), stock };
 }
 

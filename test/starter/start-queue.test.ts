@@ -276,11 +276,11 @@ describe('a private Redis with AOF and appendfsync always, SIGKILLed right after
     expect(await privateClients.redis.hlen(keys.buyers)).toBe(15);
     const entries = (await privateClients.redis.xrange(keys.startQueue, '-', '+')).map(([, fields]) => fields[fields.indexOf('orderId') + 1]);
     expect(entries.sort()).toEqual([...accepted].sort());
-    expect((await privateClients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(10);
+    expect((await privateClients.store.view.stock(sale.saleId, [itemId])).get(itemId)).toBe(10);
 
     relay.thaw();
     expect(await settledAudit(privateConfig, privateClients, temporal, sale.saleId, accepted)).toEqual([]);
-    expect((await privateClients.store.stock(sale.saleId, [itemId])).get(itemId)).toBe(25);
+    expect((await privateClients.store.view.stock(sale.saleId, [itemId])).get(itemId)).toBe(25);
   }, 120_000);
 });
 

@@ -76,7 +76,7 @@ export function connectClients(config: Config): Clients {
     pool,
     redis,
     store,
-    orders: new Orders(pool, store),
+    orders: new Orders(pool, store.view),
     sales,
     close: async () => {
       // One DEL per stream: a cluster refuses a DEL whose keys lie in several slots.

@@ -93,7 +93,7 @@ export function lostShardSuite(config: Config, shards: number, lost: number): vo
     expect(await settledAudit(config, clients, temporal, created.saleId, orderIds, 120_000)).toEqual([]);
     const statuses = await clients.pool.query<{ status: string; n: number }>('SELECT status, count(*)::int AS n FROM orders WHERE sale_id = $1 GROUP BY status', [created.saleId]);
     expect(statuses.rows).toEqual([{ status: 'EXPIRED', n: orderIds.length }]);
-    expect((await clients.store.stockByShard(created.saleId, [itemId])).get(itemId)).toEqual(Array.from({ length: shards }, () => 12));
+    expect((await clients.store.view.stockByShard(created.saleId, [itemId])).get(itemId)).toEqual(Array.from({ length: shards }, () => 12));
   }, 180_000);
 
   test(`an order paid through the route before its workflow started, its entry lost with shard ${lost}: the rebuild queues it again, it ends PAID with OrderPlaced and OrderPaid`, async () => {

@@ -101,7 +101,7 @@ async function state(order: OrderInput) {
   const [row, item, stock, reservation, buyer] = await Promise.all([
     orderRow(clients.pool, order.orderId),
     clients.pool.query<{ sold: number }>(`SELECT count(*)::int AS sold FROM orders WHERE item_id = $1 AND status IN ('PENDING', 'PAID')`, [order.itemId]),
-    clients.store.stock(order.saleId, [order.itemId]),
+    clients.store.view.stock(order.saleId, [order.itemId]),
     clients.redis.hget(keys.reservations, order.orderId),
     clients.redis.hget(keys.buyers, order.userId),
   ]);

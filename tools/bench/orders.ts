@@ -236,7 +236,7 @@ function openBench(): Bench {
       return { saleId: sale.saleId, itemIds: sale.items.map((i) => i.itemId) };
     },
     tag: baseTag,
-    writes: (pool) => slotsWrites(new Orders(pool, store), store),
+    writes: (pool) => slotsWrites(new Orders(pool, store.view), store),
   };
   const counter: Schema = {
     sale: async (items, quantity) => {

@@ -153,7 +153,7 @@ export async function checkRun(clients: Clients, saleId: number, quantity: numbe
     )
   ).rows;
   const byId = new Map(rows.map((r) => [r.id, r]));
-  const held = new Set((await clients.store.reservations(saleId)).map((r) => r.orderId));
+  const held = new Set((await clients.store.view.reservations(saleId)).map((r) => r.orderId));
   for (const id of seen.accepted.filter((id) => !gone.has(id))) {
     const status = byId.get(id)?.status;
     if (status !== 'PAID' && status !== 'EXPIRED' && status !== 'REJECTED') violations.push(`202 ${id} ended ${status ?? 'with no row'}`);
@@ -217,7 +217,7 @@ export async function settled(clients: Clients, saleId: number, accepted: number
       const { waiting: queued } = await new StartQueue(clients.redis, clients.store.layouts).depth(saleId, Date.now());
       const running = await clients.temporal.workflow.count(`SaleId = ${saleId} AND ExecutionStatus = "Running"`);
       // Claims a failed press left (a dropped connection) are repaired once STARTER_CLAIM_IDLE_MS old.
-      const claims = await clients.store.claims(saleId);
+      const claims = await clients.store.view.claims(saleId);
       if (rows[0].total >= accepted && rows[0].open === 0 && queued === 0 && running.count === 0 && claims.length === 0) return true;
     } catch {
       // A service still coming back: look again.

@@ -248,7 +248,7 @@ async function runWave1(run: Run, urls: Urls, sale: Sale, payer: PaymentService,
  */
 async function runWave2(run: Run, urls: Urls, sale: Sale, payer: PaymentService, tokens: string[], gate: string | undefined): Promise<WaveSummary> {
   const { options } = run;
-  const unitsBack = [...(await run.store.stock(sale.saleId, sale.itemIds)).values()].reduce<number>((n, v) => n + (v ?? 0), 0);
+  const unitsBack = [...(await run.store.view.stock(sale.saleId, sale.itemIds)).values()].reduce<number>((n, v) => n + (v ?? 0), 0);
   await sleep(run.config.SOLD_OUT_RECHECK_MS + 200);
   options.print(`wave 2: ${unitsBack} units back in stock, ${options.secondWaveBuyers} new buyers`);
   sale.phase = { wave: 2, settling: false };

@@ -12,7 +12,7 @@ import { reply } from '../errors';
 import { shardPlacer, sharedMasters } from '../../reservation/placement';
 
 async function withStock(deps: AppDeps, sale: Sale) {
-  const stock = await deps.store.stock(
+  const stock = await deps.store.view.stock(
     sale.saleId,
     sale.items.map((i) => i.itemId),
   );
