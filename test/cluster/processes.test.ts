@@ -14,6 +14,10 @@ import { bounded, buyerToken, connectClients, createTestSale, freePort, NO_RATE_
 import { http, type ApiReply } from '../support/openapi';
 import { clusterConfig, clusterNodes } from '../support/cluster';
 
+// Its waits are bounded (up to a minute for both starters to join): a stalled stage fails with its own message,
+// not the suite's time limit.
+jest.setTimeout(180_000);
+
 const config = clusterConfig();
 const accepted: string[] = [];
 let clients: Clients;
