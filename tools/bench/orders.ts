@@ -278,6 +278,9 @@ async function cell(bench: Bench, name: SchemaName, write: Write, placement: Pla
       paymentWindowMs: past ? 60_000 : WINDOW_MS,
       reservedAtMs: Date.now() - past,
       unit: Math.floor(k / items) + 1,
+      // The epoch its shard's first load gave it: PostgreSQL stores a live order only under its shard's epoch.
+      stockShard: 0,
+      stockEpoch: 1,
     }),
   );
   const pool = new Pool({ ...pgConnection(bench.config), ...schema.connection, max: IN_FLIGHT });
