@@ -21,20 +21,12 @@ interface Waiting {
 }
 
 /**
- * Publishes order events; each publish resolves once all in-sync replicas have the message.
- *
- * One produce request at a time, carrying every event that arrived while the one before was in flight (up to
- * MAX_EVENTS_PER_REQUEST): kafkajs sends each call as a request of its own, and the idempotent producer has
- * one in flight, so with one event per request a burst of orders queued one round trip per event.
- *
- * One send per event at a time: the local activity that publishes may time out (30 s) and run again while
- * the broker is away, and a second send of the same event beside the first lands a copy, maybe after the
- * order's final event. A deadline of the publisher's own, shorter than the activity's, did not stop that: a
- * send that gives up while a request is in doubt (written to a broker that restarts, its answer lost) may
- * still have landed, and the retry lands it again (seen in test/e2e/kafka-outage.test.ts). So a send is
- * never abandoned: on a client made with UNTIL_ANSWERED retries (connecting included) the idempotent producer
- * retries it until the broker answers, with the same sequence number, which the broker drops if it has it
- * already; and a publish of an event that is waiting or on its way joins it instead of sending another.
+ * Publishes order events; each publish resolves once all in-sync replicas have the message. One produce request
+ * at a time, carrying every event that arrived meanwhile (kafkajs sends each call as a request of its own, and the
+ * idempotent producer keeps one in flight). A send is never abandoned: one given up while its answer was lost may
+ * still land, and its retry lands a copy (test/e2e/kafka-outage.test.ts). So the producer retries it until the
+ * broker answers, with the sequence number the broker de-duplicates, and a publish of an event already waiting or
+ * on its way joins it.
  */
 export class EventPublisher {
   /** Events waiting or on their way, by eventId. */
