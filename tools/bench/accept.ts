@@ -19,6 +19,7 @@
  * (1: the API and the baseline on the local Redis Cluster, appendfsync switched on every master).
  */
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -112,9 +113,11 @@ async function openRig(): Promise<Rig> {
     startChild('worker', 'dist/worker/main.js', env, join(logs, 'worker.log'), 'worker running', { nice: 10 }),
     startChild('bare accept', 'tools/bench/bareAccept.ts', { ...env, API_PORT: String(barePort) }, join(logs, 'bare.log'), 'bare accept listening'),
   ];
+  await Promise.all(children.map((c) => c.ready));
+  // A cluster client knows its masters once it has read the slot map.
+  if (redis instanceof Cluster && redis.status !== 'ready') await once(redis, 'ready');
   const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
   const [, original] = (await nodes[0].config('GET', 'appendfsync')) as [string, string];
-  await Promise.all(children.map((c) => c.ready));
   return {
     config,
     pool,
@@ -125,7 +128,7 @@ async function openRig(): Promise<Rig> {
     baseUrl: `http://${config.API_HOST}:${config.API_PORT}`,
     bareUrl: `http://${config.API_HOST}:${barePort}`,
     sign: createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 3_600_000 }),
-    cpuNow: machineCpu({ api: children[0].process.pid as number, worker: children[1].process.pid as number }),
+    cpuNow: machineCpu({ api: children[0].process.pid as number, worker: children[1].process.pid as number }, env),
     setAppendfsync: (mode) => Promise.all(nodes.map((node) => node.config('SET', 'appendfsync', mode))),
     original,
   };

@@ -212,7 +212,7 @@ async function runWave1(run: Run, urls: Urls, sale: Sale, payer: PaymentService,
   await sleep(Math.max(0, sale.saleStartMs - Date.now()));
   options.print(`sale open: ${presses.length} presses from ${options.buyers} buyers`);
   const startMs = Date.now();
-  const machine = machineCpu({ api: run.children[0].process.pid as number, worker: run.children[1].process.pid as number });
+  const machine = machineCpu({ api: run.children[0].process.pid as number, worker: run.children[1].process.pid as number }, run.env);
   const stackCpu = (): StackCpu => ({ atMs: Date.now(), ...machine() });
   const cpuAtStart = stackCpu();
   // Sampled through the stampede, so that its cost up to the last 202 can be read afterwards.

@@ -64,9 +64,9 @@ export function stackPid(file: string): number {
   return Number(readFileSync(join(ROOT, '.local', file), 'utf8').split('\n')[0]);
 }
 
-/** @returns the pids of the Redis the run uses: the local cluster's six nodes when REDIS_CLUSTER_NODES is set, else the single node */
-function redisPids(): number[] {
-  if (!process.env.REDIS_CLUSTER_NODES) return [stackPid('redis/redis.pid')];
+/** @returns the pids of the Redis the run uses: the local cluster's six nodes when env sets REDIS_CLUSTER_NODES, else the single node */
+function redisPids(env: NodeJS.ProcessEnv): number[] {
+  if (!env.REDIS_CLUSTER_NODES) return [stackPid('redis/redis.pid')];
   const dir = join(ROOT, '.local', 'cluster');
   return readdirSync(dir)
     .filter((entry) => /^\d+$/.test(entry))
@@ -119,11 +119,12 @@ export type MachineCpu = Record<(typeof MACHINE_PARTS)[number], number>;
 /**
  * @param pids the API's and the worker's process ids; the stack's Redis, Temporal and PostgreSQL are found from
  *   their pid files
+ * @param env the environment the measured processes run with: it says which Redis (and Temporal) they use
  * @returns a reader of the CPU ms each part has spent so far (one pass over /proc per call)
  * @throws when the stack is not up
  */
-export function machineCpu(pids: { api: number; worker: number }): () => MachineCpu {
-  const roots = { ...pids, redis: redisPids(), temporal: temporalPids(), postgres: stackPid('pg/data/postmaster.pid') };
+export function machineCpu(pids: { api: number; worker: number }, env: NodeJS.ProcessEnv = process.env): () => MachineCpu {
+  const roots = { ...pids, redis: redisPids(env), temporal: temporalPids(env), postgres: stackPid('pg/data/postmaster.pid') };
   return () => {
     const own = process.cpuUsage();
     return { crowd: (own.user + own.system) / 1000, ...treesCpuMs(roots) };
