@@ -8,13 +8,13 @@ import { isConstraintViolation } from '../infra/db';
 import { orderEvent, type OrderEvent } from '../order/events';
 import type { EventPublisher } from '../order/publisher';
 import type { Orders } from '../order/store';
-import type { OrderInput, Outcome, PayResult, Payment } from '../order/types';
+import type { CancelReason, CancelResult, OrderInput, OrderStatus, Outcome, PayResult, Payment } from '../order/types';
 import type { ReservationStore } from '../reservation/store';
 import { activeTraceParent } from '../tracing';
 
 /** What the activities use of the order's store, the event publisher and the reservations. */
 export interface ActivityDeps {
-  orders: Pick<Orders, 'stored' | 'place' | 'pay' | 'settle'>;
+  orders: Pick<Orders, 'stored' | 'place' | 'pay' | 'cancel' | 'settle'>;
   events: Pick<EventPublisher, 'publish'>;
   reservations: Pick<ReservationStore, 'release'>;
 }
@@ -29,6 +29,15 @@ async function classified<T>(work: () => Promise<T>): Promise<T> {
     throw err;
   }
 }
+
+/** The event an order's final state is published with (none while PENDING). */
+const FINAL_EVENT: Record<OrderStatus, OrderEvent['type'] | undefined> = {
+  PENDING: undefined,
+  PAID: 'OrderPaid',
+  EXPIRED: 'OrderExpired',
+  REJECTED: 'OrderRejected',
+  CANCELLED: 'OrderCancelled',
+};
 
 const notFound = (order: OrderInput) => ApplicationFailure.nonRetryable(`order ${order.orderId} has no row`, 'ORDER_NOT_FOUND');
 
@@ -63,8 +72,21 @@ export function createActivities({ orders, events, reservations }: ActivityDeps)
     },
 
     /**
+     * The workflow's cancel step: Orders.cancel (PostgreSQL decides it against payment and deadline) and, when
+     * CANCELLED, OrderCancelled with the reason PostgreSQL keeps (I5: again, the same answer and eventId).
+     */
+    async cancelOrder(order: OrderInput, reason: CancelReason): Promise<CancelResult> {
+      const result = await classified(() => orders.cancel(order.orderId, reason, order));
+      if (!result) throw notFound(order);
+      if ('error' in result) return result;
+      await events.publish(event('OrderCancelled', order, { reason: result.reason }));
+      return { status: 'CANCELLED', reason: result.reason };
+    },
+
+    /**
      * Settles the order once its deadline has passed by atMs, or once PostgreSQL holds it final
-     * (Orders.settle: an unpaid one EXPIRED), then publishes its final event. Its unit is not back yet: that
+     * (Orders.settle: an unpaid one EXPIRED; a cancelled one, cancelled before its workflow heard of it, read as
+     * it is), then publishes its final event. Its unit is not back yet: that
      * is releaseUnit, the workflow's next step.
      * @param atMs the workflow's clock (ms since the epoch), at or after the deadline when its timer fired
      * @returns PENDING, changing nothing, while the deadline is after atMs
@@ -74,9 +96,8 @@ export function createActivities({ orders, events, reservations }: ActivityDeps)
       const settled = await classified(() => orders.settle(order, atMs));
       if (!settled) throw notFound(order);
       const { priceMinor, ...outcome } = settled;
-      if (outcome.status === 'PAID') await events.publish(event('OrderPaid', order, { paymentId: outcome.paymentId, amount: priceMinor }));
-      if (outcome.status === 'EXPIRED') await events.publish(event('OrderExpired', order));
-      if (outcome.status === 'REJECTED') await events.publish(event('OrderRejected', order, { reason: outcome.reason }));
+      const type = FINAL_EVENT[outcome.status];
+      if (type) await events.publish(event(type, order, outcome.status === 'PAID' ? { paymentId: outcome.paymentId, amount: priceMinor } : { reason: outcome.reason }));
       return outcome;
     },
 

@@ -19,6 +19,7 @@ import type { AppDeps } from './deps';
 import { isUnavailable, reply, type ErrorCode } from './errors';
 import { metricsHandler, openApiDocument, publicOpenApiDocument, readinessHandler } from './routes/ops';
 import { devPaymentHandler, getOrderHandler, paymentHandler, paymentMetrics } from './routes/orders';
+import { buyerCancelHandler, operatorCancelHandler, paymentFailureHandler } from './routes/cancel';
 import { purchaseHandler, purchaseMetrics, soldOutAnswer } from './routes/purchase';
 import { RateLimits, replyRateLimited, type Limited } from './rateLimits';
 import { SaleGates } from './saleGate';
@@ -88,6 +89,17 @@ async function noSniff(ctx: Context, next: Next): Promise<void> {
   await next();
 }
 
+/** An internal-door credential's guard: refusals counted per credential, and too many from one client blocked. */
+function credentialGuard(deps: AppDeps, limits: RateLimits, clientKey: ReturnType<typeof clientKeyOf>, credential: 'admin' | 'payment'): CredentialGuard {
+  return {
+    blocked: (ctx) => limits.credentialsBlocked(clientKey(ctx.req)),
+    async failed(ctx, code) {
+      deps.metrics.credentialFailures.labels(credential, code).inc();
+      if (code !== 'RATE_LIMITED') await limits.credentialFailed(clientKey(ctx.req));
+    },
+  };
+}
+
 /** The API's two listeners' applications: what buyers may reach, and what only the house may. */
 export interface Apps {
   /** Buyers' routes, the sale view and page, the clock, /healthz and the public contract (and development routes). */
@@ -109,15 +121,8 @@ export async function createApps(deps: AppDeps): Promise<Apps> {
   const byClient = rateLimited((ctx) => limits.ip(clientKey(ctx.req)));
   const byBuyer = rateLimited((ctx) => limits.buyer((ctx.state as BuyerState).buyerId));
   const reads = rateLimited((ctx) => limits.read(clientKey(ctx.req)));
-  const guard = (credential: 'admin' | 'payment'): CredentialGuard => ({
-    blocked: (ctx) => limits.credentialsBlocked(clientKey(ctx.req)),
-    async failed(ctx, code) {
-      deps.metrics.credentialFailures.labels(credential, code).inc();
-      if (code !== 'RATE_LIMITED') await limits.credentialFailed(clientKey(ctx.req));
-    },
-  });
-  const admin = staticBearer(deps.config.ADMIN_TOKEN, guard('admin'));
-  const paymentService = staticBearer(deps.config.PAYMENT_SERVICE_TOKEN, guard('payment'));
+  const admin = staticBearer(deps.config.ADMIN_TOKEN, credentialGuard(deps, limits, clientKey, 'admin'));
+  const paymentService = staticBearer(deps.config.PAYMENT_SERVICE_TOKEN, credentialGuard(deps, limits, clientKey, 'payment'));
   const tracing = deps.config.OTEL_TRACES_EXPORTER !== 'none';
   // A service's traceparent is its span's parent only once its credential is verified: before, a stranger could
   // force sampling or write spans into a chosen trace.
@@ -132,6 +137,7 @@ export async function createApps(deps: AppDeps): Promise<Apps> {
     .get('/api/flash-sales/sales/:saleId', reads, saleViewHandler(deps, gates))
     .get('/api/flash-sales/time', reads, serverTimeHandler())
     .get('/api/flash-sales/orders/:orderId', byClient, buyer, byBuyer, getOrderHandler(deps))
+    .post('/api/flash-sales/orders/:orderId/cancel', byClient, buyer, byBuyer, buyerCancelHandler(deps))
     .get('/healthz', healthHandler)
     .get('/openapi.json', (ctx) => {
       ctx.body = publicOpenApiDocument;
@@ -148,6 +154,8 @@ export async function createApps(deps: AppDeps): Promise<Apps> {
   const internalRouter = new Router({ methods: METHODS });
   internalRouter
     .post('/api/flash-sales/orders/:orderId/payment', paymentMetrics(deps, replyToError), paymentService, traced, json, paymentHandler(deps))
+    .post('/api/flash-sales/orders/:orderId/payment-failure', paymentService, traced, json, paymentFailureHandler(deps))
+    .post('/api/admin/orders/:orderId/cancel', admin, traced, json, operatorCancelHandler(deps))
     .post('/api/admin/sales', admin, traced, saleJson, createSaleHandler(deps))
     .get('/api/admin/sales/:saleId', admin, traced, getSaleHandler(deps))
     .post('/api/admin/sales/:saleId/stock', admin, traced, loadStockHandler(deps))

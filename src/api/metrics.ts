@@ -110,6 +110,13 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
       labelNames: ['route', 'code'] as const,
       registers: [registry],
     }),
+    /** Cancel answers by who asked (CancelReason) and code (CANCELLED or the refusal's). */
+    cancels: new Counter({
+      name: 'flash_sale_cancel_answers_total',
+      help: 'Cancel answers by reason (BUYER, PAYMENT_FAILED, OPERATOR) and code (CANCELLED or the refusal).',
+      labelNames: ['reason', 'code'] as const,
+      registers: [registry],
+    }),
     /** Refused internal-door credentials: each wrong or missing token, and each request refused for too many. */
     credentialFailures: new Counter({
       name: 'flash_sale_credential_failures_total',

@@ -25,6 +25,11 @@ export class SoldOutFlags {
     this.flagged.set(itemId, saleId);
   }
 
+  /** Clears an item's flag at once: this process gave one of its units back (a cancel), which the recheck would find later. */
+  unflag(itemId: number): void {
+    this.flagged.delete(itemId);
+  }
+
   get size(): number {
     return this.flagged.size;
   }

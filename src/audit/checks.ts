@@ -29,7 +29,9 @@ const EVENT_OF: Record<OrderStatus, OrderEventType | undefined> = {
   PAID: 'OrderPaid',
   EXPIRED: 'OrderExpired',
   REJECTED: 'OrderRejected',
+  CANCELLED: 'OrderCancelled',
 };
+const FINAL_EVENTS = new Set<OrderEventType>(['OrderPaid', 'OrderExpired', 'OrderRejected', 'OrderCancelled']);
 
 const sample = (ids: Iterable<string>) => [...ids].slice(0, 5);
 const isLive = (o: OrderRow) => o.status === 'PENDING' || o.status === 'PAID';
@@ -128,6 +130,7 @@ export function everyOrderEnds(facts: SaleFacts, acceptedOrderIds?: readonly str
       paid: countStatus(facts, 'PAID'),
       expired: countStatus(facts, 'EXPIRED'),
       rejected: countStatus(facts, 'REJECTED'),
+      cancelled: countStatus(facts, 'CANCELLED'),
     },
     examples: sample([...noWorkflow, ...noRow, ...notAccepted, ...open, ...notFinal, ...disagree]),
   };
@@ -149,15 +152,18 @@ export function unitsReturned(facts: SaleFacts): Check {
     return r && !same ? [`${o.id}: unit ${o.unit} of item ${o.itemId} on shard ${o.stockShard}, reserved unit ${r.unit} of item ${r.itemId} on shard ${r.stockShard ?? 0}`] : [];
   });
   return {
-    name: 'every EXPIRED/REJECTED order returned exactly one unit (none still held; held = live orders, each its own unit and shard)',
+    name: 'every EXPIRED/CANCELLED/REJECTED order returned exactly one unit (none still held; held = live orders, each its own unit and shard)',
     invariant: 'I2, I4',
     ok: stillHeld.length === 0 && unknownHeld.length === 0 && misheld.length === 0 && facts.reservations.length === live.length,
-    figures: { returned: countStatus(facts, 'EXPIRED') + countStatus(facts, 'REJECTED'), held: facts.reservations.length, live: live.length, misheld: misheld.length },
+    figures: { returned: facts.orders.length - live.length, held: facts.reservations.length, live: live.length, misheld: misheld.length },
     examples: sample([...stillHeld, ...unknownHeld, ...misheld]),
   };
 }
 
-/** I5: each order has its OrderPlaced and exactly the final event its status says, naming the payment PostgreSQL kept. */
+/**
+ * I5: each order has its OrderPlaced and exactly the final event its status says, naming the payment PostgreSQL
+ * kept (PAID) or the reason it kept (CANCELLED).
+ */
 export function eventsOnKafka(facts: SaleFacts, { events, duplicates, conflicting }: SaleEvents): Check {
   const byOrder = new Map<string, OrderEvent[]>();
   for (const e of events.values()) byOrder.set(e.orderId, [...(byOrder.get(e.orderId) ?? []), e]);
@@ -166,10 +172,11 @@ export function eventsOnKafka(facts: SaleFacts, { events, duplicates, conflictin
   for (const o of facts.orders) {
     const own = byOrder.get(o.id) ?? [];
     if (!own.some((e) => e.type === 'OrderPlaced')) missing.push(`${o.id}:OrderPlaced`);
-    const finals = own.filter((e) => e.type === 'OrderPaid' || e.type === 'OrderExpired' || e.type === 'OrderRejected');
+    const finals = own.filter((e) => FINAL_EVENTS.has(e.type));
     const expected = EVENT_OF[o.status];
+    const names = (e: OrderEvent) => (o.status === 'PAID' ? e.paymentId === o.paymentId : o.status !== 'CANCELLED' || e.reason === o.reason);
     if (expected && finals.length === 0) missing.push(`${o.id}:${expected}`);
-    else if (finals.length > 1 || (finals[0] && (finals[0].type !== expected || (o.status === 'PAID' && finals[0].paymentId !== o.paymentId)))) {
+    else if (finals.length > 1 || (finals[0] && (finals[0].type !== expected || !names(finals[0])))) {
       wrongFinal.push(`${o.id}:${finals.map((e) => e.type).join('+')}`);
     }
   }
@@ -185,6 +192,7 @@ export function eventsOnKafka(facts: SaleFacts, { events, duplicates, conflictin
       OrderPaid: count('OrderPaid'),
       OrderExpired: count('OrderExpired'),
       OrderRejected: count('OrderRejected'),
+      OrderCancelled: count('OrderCancelled'),
       PaymentRefundRequired: count('PaymentRefundRequired'),
       missing: missing.length,
       wrongFinalEvent: wrongFinal.length,

@@ -23,6 +23,8 @@ export interface OrderRow {
   itemId: number;
   status: OrderStatus;
   paymentId: string | null;
+  /** Why it was REJECTED or CANCELLED. */
+  reason: string | null;
   stockShard: number;
   unit: number | null;
 }
@@ -57,7 +59,7 @@ export async function readFacts(deps: { pool: Pool; store: ReservationStore; tem
   ).rows;
   const orders = (
     await deps.pool.query<OrderRow>(
-      `SELECT id, user_id AS "userId", item_id AS "itemId", status, payment_id AS "paymentId", stock_shard AS "stockShard", unit FROM orders WHERE sale_id = $1`,
+      `SELECT id, user_id AS "userId", item_id AS "itemId", status, payment_id AS "paymentId", reason, stock_shard AS "stockShard", unit FROM orders WHERE sale_id = $1`,
       [saleId],
     )
   ).rows;

@@ -9,6 +9,7 @@ export type OrderEventType =
   | 'OrderPaid'
   | 'OrderExpired'
   | 'OrderRejected'
+  | 'OrderCancelled'
   | 'PaymentRefundRequired';
 
 /** Event on Kafka topic flash-sale-orders, key = itemId. Consumers drop duplicates by eventId (I5). */

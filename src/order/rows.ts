@@ -3,7 +3,7 @@
  * the constraints whose refusals are answers, the payment's one statement, and the live orders a rebuild reads.
  */
 import type { Pool } from 'pg';
-import { paymentDeadlineMs, type Order, type OrderInput, type OrderStatus, type Outcome, type Payment } from './types';
+import { paymentDeadlineMs, type CancelReason, type Order, type OrderInput, type OrderStatus, type Outcome, type Payment } from './types';
 
 /**
  * The payment-window rule, in SQL: a payment is taken while the deadline the buyer was shown is still ahead of
@@ -112,6 +112,37 @@ export async function payOrStore(pool: Pool, orderId: string, payment: Payment, 
     stored: stored === 1,
     row: status === null ? undefined : { status, paymentId, priceMinor: priceMinor as number, open: open as boolean },
   };
+}
+
+/**
+ * The cancel's one statement: the row as it was (`current`, with what a release needs) and the UPDATE that
+ * cancels a PENDING row while its deadline is ahead by PostgreSQL's clock (windowOpen), both on one snapshot.
+ * @returns cancelled (by this statement), and the row as the snapshot saw it (undefined: none)
+ */
+export async function cancelRow(pool: Pool, orderId: string, reason: CancelReason) {
+  const res = await pool.query<{
+    cancelled: number;
+    status: OrderStatus | null;
+    reason: string | null;
+    open: boolean | null;
+    saleId: number;
+    itemId: number;
+    userId: string;
+    stockShard: number;
+  }>(
+    `WITH current AS (
+       SELECT status, reason, ${windowOpen('deadline_at', 'now()')} AS open, sale_id, item_id, user_id, stock_shard FROM orders WHERE id = $1
+     ), cancelled AS (
+       UPDATE orders SET status = 'CANCELLED', reason = $2, updated_at = now()
+       WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} RETURNING id
+     )
+     SELECT (SELECT count(*) FROM cancelled)::int AS cancelled, c.status, c.reason, c.open,
+            c.sale_id AS "saleId", c.item_id AS "itemId", c.user_id AS "userId", c.stock_shard AS "stockShard"
+     FROM (SELECT) one LEFT JOIN current c ON true`,
+    [orderId, reason],
+  );
+  const { cancelled, status, ...row } = res.rows[0];
+  return { cancelled: cancelled === 1, row: status === null ? undefined : { ...row, orderId, status, open: row.open === true } };
 }
 
 /** @returns the sale's PENDING and PAID orders (which hold units, I2) with their terms, for a rebuild of Redis */

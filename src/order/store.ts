@@ -6,8 +6,8 @@
  */
 import type { Pool } from 'pg';
 import { saleOfOrder } from './orderId';
-import { asOrder, epochHolds, isPaymentUsed, ORDER_COLUMNS, outcome, payOrStore, refusal, windowOpen, type OrderRow } from './rows';
-import { compensationFor, paymentDeadlineMs, paysPrice, type Order, type OrderInput, type OrderStatus, type Outcome, type PayResult, type Payment } from './types';
+import { asOrder, cancelRow, epochHolds, isPaymentUsed, ORDER_COLUMNS, outcome, payOrStore, refusal, windowOpen, type OrderRow } from './rows';
+import { compensationFor, paymentDeadlineMs, paysPrice, type CancelReason, type CancelResult, type Order, type OrderInput, type OrderStatus, type Outcome, type PayResult, type Payment } from './types';
 
 /**
  * Where an accepted order's terms are read while it has no row: its reservation (src/reservation/store.ts,
@@ -22,6 +22,12 @@ export interface ReservationTerms {
 
 /** A payment's outcome; `stored` when this payment also stored the order (its workflow had not yet). */
 export type PayOutcome = PayResult & { stored?: true };
+
+/** The order a cancel ended, as the release of its unit needs it (ReservationStore.release). */
+export type CancelledOrder = Pick<OrderInput, 'orderId' | 'saleId' | 'itemId' | 'userId' | 'stockShard'>;
+
+/** A cancel's outcome; a CANCELLED one names its order, whose unit its caller may give back at once. */
+export type CancelOutcome = { error: Extract<CancelResult, { error: string }>['error'] } | (Extract<CancelResult, { status: 'CANCELLED' }> & { order: CancelledOrder });
 
 /** Orders in PostgreSQL (the source of truth) and their units in Redis. Methods throw pg or ioredis errors when a store is unreachable. */
 export class Orders {
@@ -114,9 +120,40 @@ export class Orders {
       // Before the replay check: a paymentId that paid, sent again with another amount, is no replay (I7).
       if (!paysPrice(row, payment)) return { error: 'AMOUNT_MISMATCH' };
       if (row.status === 'PAID' && row.paymentId === payment.paymentId) return { status: 'PAID', paymentId: payment.paymentId };
+      if (row.status === 'CANCELLED') return { error: 'ORDER_CANCELLED' };
       if (row.status === 'EXPIRED' || (row.status === 'PENDING' && !row.open)) return { error: 'PAYMENT_WINDOW_CLOSED' };
       // A payable row the UPDATE did not take was changed between the snapshot and the UPDATE: decide again.
       if (row.status !== 'PENDING') return { error: 'ORDER_NOT_PENDING' };
+    }
+  }
+
+  /**
+   * Cancels a PENDING order while its payment window is open, decided by PostgreSQL in one statement on its
+   * row, so that a cancel, a payment and the deadline race on one row and exactly one wins (docs/design.md,
+   * "Cancel"). An order with no row yet (its workflow has not stored it) is first stored from its reservation
+   * under place's guards, then cancelled. The same cancel again, or any cancel of a CANCELLED order, answers
+   * CANCELLED with the reason stored first (I5). Writes PostgreSQL only: the unit goes back to Redis in the
+   * caller's next step (the route's, at once) and in the workflow's compensation (idempotent, I5).
+   * @param order the order's terms when the caller has them (its workflow); else they come from its reservation
+   * @returns CANCELLED with its order, or why not, each changing nothing: ORDER_ALREADY_PAID,
+   *   PAYMENT_WINDOW_CLOSED (the deadline passed: EXPIRED, or about to be), ORDER_NOT_PENDING (REJECTED);
+   *   undefined when there is no such order
+   */
+  async cancel(orderId: string, reason: CancelReason, order?: OrderInput): Promise<CancelOutcome | undefined> {
+    for (;;) {
+      const { cancelled, row } = await cancelRow(this.pool, orderId, reason);
+      if (!row) {
+        const terms = order ?? (await this.reserved(orderId));
+        if (!terms) return undefined;
+        await this.place(terms);
+        continue;
+      }
+      const { status, open, reason: stored, ...target } = row;
+      if (cancelled || status === 'CANCELLED') return { status: 'CANCELLED', reason: cancelled ? reason : (stored as CancelReason), order: target };
+      if (status === 'PAID') return { error: 'ORDER_ALREADY_PAID' };
+      if (status === 'EXPIRED' || (status === 'PENDING' && !open)) return { error: 'PAYMENT_WINDOW_CLOSED' };
+      // A cancellable row the UPDATE did not take was changed between the snapshot and the UPDATE: decide again.
+      if (status !== 'PENDING') return { error: 'ORDER_NOT_PENDING' };
     }
   }
 

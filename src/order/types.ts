@@ -3,7 +3,16 @@
  * view of an order. Pure: safe to import from workflow code.
  */
 
-export type OrderStatus = 'PENDING' | 'PAID' | 'EXPIRED' | 'REJECTED';
+export type OrderStatus = 'PENDING' | 'PAID' | 'EXPIRED' | 'REJECTED' | 'CANCELLED';
+
+/** Who ended a PENDING order before its deadline (docs/design.md, "Cancel"): stored as the CANCELLED row's reason. */
+export const CANCEL_REASONS = ['BUYER', 'PAYMENT_FAILED', 'OPERATOR'] as const;
+export type CancelReason = (typeof CANCEL_REASONS)[number];
+
+/** @returns whether value is a CancelReason */
+export function isCancelReason(value: unknown): value is CancelReason {
+  return (CANCEL_REASONS as readonly unknown[]).includes(value);
+}
 
 /** What PostgreSQL holds of an order once a transition has run. */
 export interface Outcome {
@@ -13,14 +22,14 @@ export interface Outcome {
 }
 
 /**
- * The compensation an outcome calls for (I2, I4): none while the order is live (PENDING, PAID); for EXPIRED and
- * REJECTED its reservation is released, the unit back in stock, unless PostgreSQL refused the order because
+ * The compensation an outcome calls for (I2, I4): none while the order is live (PENDING, PAID); for EXPIRED,
+ * CANCELLED and REJECTED its reservation is released, the unit back in stock, unless PostgreSQL refused the order because
  * another live order holds that unit (REJECTED SOLD_OUT: Redis must not hand that unit out again) or a rebuild
  * listed it free already (REJECTED STOCK_REBUILT).
  * @returns undefined when there is nothing to compensate
  */
 export function compensationFor(outcome: Pick<Outcome, 'status' | 'reason'>): { unitBack: boolean } | undefined {
-  if (outcome.status === 'EXPIRED') return { unitBack: true };
+  if (outcome.status === 'EXPIRED' || outcome.status === 'CANCELLED') return { unitBack: true };
   if (outcome.status === 'REJECTED') return { unitBack: outcome.reason !== 'SOLD_OUT' && outcome.reason !== 'STOCK_REBUILT' };
   return undefined;
 }
@@ -94,7 +103,16 @@ export interface Payment {
 /** Answer of the `pay` update: accepted, or why not, so the payment service knows to refund. */
 export type PayResult =
   | { status: 'PAID'; paymentId: string }
-  | { error: 'PAYMENT_WINDOW_CLOSED' | 'ORDER_NOT_PENDING' | 'AMOUNT_MISMATCH' | 'PAYMENT_ID_USED' };
+  | { error: 'PAYMENT_WINDOW_CLOSED' | 'ORDER_NOT_PENDING' | 'ORDER_CANCELLED' | 'AMOUNT_MISMATCH' | 'PAYMENT_ID_USED' };
+
+/**
+ * Answer of a cancel (the `cancel` update, the cancel routes): CANCELLED with the reason PostgreSQL keeps (the
+ * first cancel's, when the order was cancelled already), or why not: ORDER_ALREADY_PAID, PAYMENT_WINDOW_CLOSED
+ * (its deadline passed: the deadline won), ORDER_NOT_PENDING (EXPIRED or REJECTED).
+ */
+export type CancelResult =
+  | { status: 'CANCELLED'; reason: CancelReason }
+  | { error: 'ORDER_ALREADY_PAID' | 'PAYMENT_WINDOW_CLOSED' | 'ORDER_NOT_PENDING' };
 
 /**
  * An order as its readers see it, one shape for all: GET /orders/{orderId}, the workflow's `status` query and

@@ -14,6 +14,13 @@ const nap = (ms) =>
     };
   });
 
+/** @returns what a CANCELLED order says, by who cancelled it */
+export function cancelledText(reason) {
+  if (reason === 'PAYMENT_FAILED') return 'Cancelled — the payment was declined and the unit went back on sale';
+  if (reason === 'OPERATOR') return 'Cancelled by the shop — nothing was charged';
+  return 'Cancelled — the unit went back on sale; you may buy again';
+}
+
 /** Polls an order until it is final: 0.5 s, then ×1.5 up to 5 s, and at once on the payment deadline. */
 export async function follow(orderId) {
   history.replaceState(null, '', `?order=${encodeURIComponent(orderId)}`);
@@ -35,11 +42,11 @@ async function poll(orderId) {
       await sleep(delayMs);
     } else if (res.ok) {
       const order = await res.json();
-      // Only an order of this sale says what the buyer holds here. An EXPIRED or REJECTED one holds nothing:
+      // Only an order of this sale says what the buyer holds here. An EXPIRED, CANCELLED or REJECTED one holds nothing:
       // the buyer may buy again (one live order per buyer, I3). A PAID one the page saw stays paid (a poll
       // answered before the payment can arrive after it).
       if (String(order.saleId) === saleId) {
-        if (order.status === 'EXPIRED' || order.status === 'REJECTED') {
+        if (order.status === 'EXPIRED' || order.status === 'REJECTED' || order.status === 'CANCELLED') {
           if (state.order?.orderId === orderId) {
             state.order = undefined;
             sessionStorage.removeItem(orderKey());
@@ -52,6 +59,7 @@ async function poll(orderId) {
       if (state.order?.orderId === orderId && state.order.status === 'PAID') return say('paid', 'Paid — the item is yours');
       if (order.status === 'PAID') return say('paid', 'Paid — the item is yours');
       if (order.status === 'EXPIRED') return say('expired', 'Expired — the payment window closed and the unit went back on sale');
+      if (order.status === 'CANCELLED') return say('cancelled', cancelledText(order.reason));
       if (order.status === 'REJECTED') return say('rejected', 'Rejected — the order could not be placed; nothing was charged');
       const left = Date.parse(order.paymentDeadline) - serverNow();
       if (left > 0) {

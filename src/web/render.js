@@ -35,7 +35,9 @@ export function renderClock() {
     const reason = button.parentElement.querySelector('.why');
     reason.textContent = why && why !== 'Sold out' ? why : '';
   }
-  $('pay').hidden = !(state.dev && state.order?.status === 'PENDING' && $('status').dataset.state === 'reserved');
+  const reserved = state.order?.status === 'PENDING' && $('status').dataset.state === 'reserved';
+  $('pay').hidden = !(state.dev && reserved);
+  $('cancel').hidden = !reserved;
 }
 
 /** Draws the sale view; `onBuy(itemId)` runs when a Buy is pressed. */

@@ -125,6 +125,20 @@ $('pay').addEventListener('click', async () => {
   say('error', `The payment was refused (${body.error ?? res.status})`);
 });
 
+// The buyer's own cancel (POST /api/flash-sales/orders/{id}/cancel): the unit goes back and they may buy again.
+$('cancel').addEventListener('click', async () => {
+  const { orderId } = state.order;
+  $('cancel').disabled = true;
+  say('cancelling', 'Cancelling…');
+  const res = await fetch(`/api/flash-sales/orders/${encodeURIComponent(orderId)}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${state.token}` } }).catch(() => undefined);
+  $('cancel').disabled = false;
+  if (!res) return say('unavailable', 'Could not reach the shop: press Cancel again');
+  if (res.status === 401) return signOut();
+  if (res.ok || res.status === 409) return void follow(orderId); // the order says what it is now, cancelled or not
+  const body = await res.json().catch(() => ({}));
+  say('error', `The cancel was refused (${body.error ?? res.status})`);
+});
+
 async function main() {
   showSignedIn();
   for (;;) {

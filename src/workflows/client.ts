@@ -8,8 +8,8 @@ import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors
 import { temporal } from '@temporalio/proto';
 import type { Config } from '../config';
 import { temporalConnection } from '../infra/connections';
-import type { OrderInput, Payment } from '../order/types';
-import { ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, UserIdKey } from './definitions';
+import type { CancelReason, OrderInput, Payment } from '../order/types';
+import { cancelledSignal, ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, UserIdKey } from './definitions';
 
 /** Connects to the configured Temporal frontend. @throws when it is unreachable */
 export async function connectTemporal(config: Config): Promise<Client> {
@@ -88,14 +88,23 @@ export class OrderWorkflows {
    * @returns 'not-found' when the workflow has ended or is not started yet
    */
   signalPaid(orderId: string, payment: Payment): Promise<'signalled' | 'not-found'> {
+    return this.signal(() => this.client.workflow.getHandle(orderId).signal(paidSignal, payment));
+  }
+
+  /**
+   * Signals `cancelled` to the order's workflow, so that it settles a cancel PostgreSQL has decided now.
+   * @returns 'not-found' when the workflow has ended or is not started yet (it reads the row when it places)
+   */
+  signalCancelled(orderId: string, reason: CancelReason): Promise<'signalled' | 'not-found'> {
+    return this.signal(() => this.client.workflow.getHandle(orderId).signal(cancelledSignal, { reason }));
+  }
+
+  private signal(send: () => Promise<void>): Promise<'signalled' | 'not-found'> {
     return this.call(() =>
-      this.client.workflow
-        .getHandle(orderId)
-        .signal(paidSignal, payment)
-        .then(
-          () => 'signalled' as const,
-          (err: unknown) => (err instanceof WorkflowNotFoundError ? ('not-found' as const) : Promise.reject(err)),
-        ),
+      send().then(
+        () => 'signalled' as const,
+        (err: unknown) => (err instanceof WorkflowNotFoundError ? ('not-found' as const) : Promise.reject(err)),
+      ),
     );
   }
 

@@ -4,12 +4,23 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { Order, PayResult, Payment } from '../order/types';
+import type { CancelReason, CancelResult, Order, PayResult, Payment } from '../order/types';
 
 /** Fire-and-forget "paid" from the payment service; a late one yields a PaymentRefundRequired event. */
 export const paidSignal = defineSignal<[Payment]>('paid');
-/** "paid" with an answer: PAID, or why not (PAYMENT_WINDOW_CLOSED, ORDER_NOT_PENDING, AMOUNT_MISMATCH, PAYMENT_ID_USED). */
+/** "paid" with an answer: PAID, or why not (PAYMENT_WINDOW_CLOSED, ORDER_NOT_PENDING, ORDER_CANCELLED, AMOUNT_MISMATCH, PAYMENT_ID_USED). */
 export const payUpdate = defineUpdate<PayResult, [Payment]>('pay');
+/** The cancel request of a buyer, the payment service or an operator, as `{ reason }` (CancelReason). */
+export interface CancelRequest {
+  reason: CancelReason;
+}
+/**
+ * Fire-and-forget cancel: the API's word that PostgreSQL cancelled the order (its routes decide there first),
+ * or an operator's request from the Temporal Web UI; the workflow decides it in PostgreSQL either way.
+ */
+export const cancelledSignal = defineSignal<[CancelRequest]>('cancelled');
+/** Cancel with an answer (the Temporal CLI's `workflow update execute --name cancel`): CancelResult. */
+export const cancelUpdate = defineUpdate<CancelResult, [CancelRequest]>('cancel');
 /** Current state of the order. */
 export const statusQuery = defineQuery<Order>('status');
 

@@ -1,14 +1,29 @@
 /**
  * orderWorkflow, one per accepted order (workflow id = orderId), keeps the 202's promise (I4): place; wait for
- * payment until the deadline the buyer was shown; settle PAID or EXPIRED (REJECTED if PostgreSQL will not store
- * it); then, if unsold, the compensation as a step of its own. PostgreSQL decides payment against deadline and
- * the workflow follows the row, so a replayed local activity repeats only what PostgreSQL decided (I5).
+ * a payment or a cancel until the deadline the buyer was shown; settle PAID, CANCELLED or EXPIRED (REJECTED if
+ * PostgreSQL will not store it); then, if unsold, the compensation as a step of its own. PostgreSQL decides
+ * payment, cancel and deadline on the order's row and the workflow follows it, so a replayed local activity
+ * repeats only what PostgreSQL decided (I5).
  */
 import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { orderEvent } from '../order/events';
-import { compensationFor, PAYMENT_ID, paymentDeadlineMs, paysPrice, type OrderInput, type Order, type Outcome, type PayResult, type Payment } from '../order/types';
-import { OrderStatusKey, paidSignal, payUpdate, statusQuery } from './definitions';
+import {
+  CANCEL_REASONS,
+  compensationFor,
+  isCancelReason,
+  PAYMENT_ID,
+  paymentDeadlineMs,
+  paysPrice,
+  type CancelReason,
+  type CancelResult,
+  type OrderInput,
+  type Order,
+  type Outcome,
+  type PayResult,
+  type Payment,
+} from '../order/types';
+import { cancelledSignal, cancelUpdate, OrderStatusKey, paidSignal, payUpdate, statusQuery, type CancelRequest } from './definitions';
 
 const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
 const local = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry });
@@ -27,7 +42,21 @@ function checkPayment(p: unknown): { ok: true; payment: Payment } | { ok: false;
   return { ok: true, payment: { paymentId, amount: candidate?.amount as number } };
 }
 
-/** @returns the final view of the order (PAID, EXPIRED or REJECTED) */
+/** The pay update's validator: a malformed or mispriced payment is refused before history, leaving no trace (I7). */
+function validatePayment(order: OrderInput, payment: Payment): void {
+  const checked = checkPayment(payment);
+  if (!checked.ok) {
+    throw ApplicationFailure.nonRetryable(`payment needs a paymentId of 1-${MAX_PAYMENT_ID} printable ASCII characters and an integer amount >= 0`, 'INVALID_PAYMENT');
+  }
+  if (!paysPrice(order, checked.payment)) throw ApplicationFailure.nonRetryable(`the price is ${order.priceMinor} minor units`, 'AMOUNT_MISMATCH');
+}
+
+/** The cancel update's validator: a reason other than CancelReason's is refused before history. */
+function validateCancel(request: CancelRequest): void {
+  if (!isCancelReason(request?.reason)) throw ApplicationFailure.nonRetryable(`reason is one of ${CANCEL_REASONS.join(', ')}`, 'INVALID_CANCEL');
+}
+
+/** @returns the final view of the order (PAID, CANCELLED, EXPIRED or REJECTED) */
 export async function orderWorkflow(order: OrderInput): Promise<Order> {
   const deadlineMs = paymentDeadlineMs(order);
   // Set once the order has its row: payments that arrive before wait for it.
@@ -57,16 +86,7 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
     return result;
   };
   setHandler(statusQuery, view);
-  setHandler(payUpdate, pay, {
-    // Refused before it is written to history: a malformed or mispriced payment leaves no trace (I7).
-    validator: (payment: Payment) => {
-      const checked = checkPayment(payment);
-      if (!checked.ok) {
-        throw ApplicationFailure.nonRetryable(`payment needs a paymentId of 1-${MAX_PAYMENT_ID} printable ASCII characters and an integer amount >= 0`, 'INVALID_PAYMENT');
-      }
-      if (!paysPrice(order, checked.payment)) throw ApplicationFailure.nonRetryable(`the price is ${order.priceMinor} minor units`, 'AMOUNT_MISMATCH');
-    },
-  });
+  setHandler(payUpdate, pay, { validator: (payment: Payment) => validatePayment(order, payment) });
   setHandler(paidSignal, async (raw: unknown) => {
     // A signal cannot be refused on arrival, so a bad one must not fail the workflow task (that would block
     // the order forever); money that was not taken must be refunded, so say so on Kafka.
@@ -81,9 +101,25 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
     if ('error' in result && result.error !== 'PAYMENT_ID_USED') refunds.push({ payment: checked.payment, reason: result.error });
   });
 
+  // A cancel is decided like a payment, once the order has its row; a CANCELLED answer settles the order at once.
+  const cancel = async (reason: CancelReason): Promise<CancelResult> => {
+    await condition(() => placed !== undefined);
+    if (placed?.status === 'REJECTED') return { error: 'ORDER_NOT_PENDING' };
+    const result = await local.cancelOrder(order, reason);
+    if ('status' in result) settled ??= { status: 'CANCELLED', reason: result.reason };
+    return result;
+  };
+  setHandler(cancelUpdate, (request: CancelRequest) => cancel(request.reason), { validator: validateCancel });
+  setHandler(cancelledSignal, async (raw: unknown) => {
+    // A signal cannot be refused on arrival: a malformed one is logged and changes nothing.
+    const reason = (raw as Partial<CancelRequest> | null)?.reason;
+    if (!isCancelReason(reason)) return log.warn('malformed cancelled signal', { orderId: order.orderId });
+    await cancel(reason);
+  });
+
   const placing = await place(order);
   placed = placing.placed;
-  if (placed.status === 'PENDING') await waitForPayment(deadlineMs, () => settled !== undefined);
+  if (placed.status === 'PENDING') await waitForEnd(deadlineMs, () => settled !== undefined);
   settled ??= placing.unstored ? placed : await settle(order);
   const compensation = compensationFor(settled);
   if (compensation) await local.releaseUnit(order, compensation.unitBack);
@@ -117,18 +153,19 @@ async function place(order: OrderInput): Promise<{ placed: Outcome; unstored: bo
 }
 
 /**
- * Waits until the order is paid or its deadline has passed (a workflow that first runs after its deadline does
- * not wait). Payments that arrived before the order had its row are decided first.
+ * Waits until the order is paid or cancelled, or its deadline has passed (a workflow that first runs after its
+ * deadline does not wait). Payments and cancels that arrived before the order had its row are decided first.
  */
-async function waitForPayment(deadlineMs: number, paid: () => boolean): Promise<void> {
+async function waitForEnd(deadlineMs: number, ended: () => boolean): Promise<void> {
   await condition(allHandlersFinished);
   const leftMs = deadlineMs - Date.now();
-  if (leftMs > 0) await condition(paid, leftMs);
+  if (leftMs > 0) await condition(ended, leftMs);
 }
 
 /**
- * Settles the order as PostgreSQL decides: PAID (OrderPaid), or past its deadline EXPIRED (OrderExpired; its
- * unit goes back in the compensation step). Tried again while PostgreSQL's clock has not reached the deadline.
+ * Settles the order as PostgreSQL decides: PAID (OrderPaid), CANCELLED (OrderCancelled: cancelled before the
+ * workflow heard of it), or past its deadline EXPIRED (OrderExpired); an unsold unit goes back in the
+ * compensation step. Tried again while PostgreSQL's clock has not reached the deadline.
  */
 async function settle(order: OrderInput): Promise<Outcome> {
   for (;;) {

@@ -9,6 +9,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../../src/activities';
 import type { OrderEvent } from '../../src/order/events';
+import type { CancelOutcome } from '../../src/order/store';
 import type { OrderInput, Outcome, PayResult, Payment } from '../../src/order/types';
 
 const order: OrderInput = {
@@ -28,7 +29,7 @@ const payment: Payment = { paymentId: 'pay-1', amount: 1999 };
 const quiet = new DefaultLogger('ERROR', () => undefined);
 
 /** A store whose answers each test sets, recording its calls. */
-function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayResult; settle?: (Outcome & { priceMinor: number }) | undefined }) {
+function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayResult; cancel?: CancelOutcome; settle?: (Outcome & { priceMinor: number }) | undefined }) {
   const calls: string[] = [];
   const published: OrderEvent[] = [];
   const released: [string, boolean][] = [];
@@ -47,6 +48,10 @@ function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayRe
         calls.push('pay');
         return answers.pay ?? { error: 'ORDER_NOT_PENDING' };
       }) as ActivityDeps['orders']['pay'],
+      cancel: async () => {
+        calls.push('cancel');
+        return answers.cancel;
+      },
       settle: async () => {
         calls.push('settle');
         return answers.settle;
@@ -115,11 +120,29 @@ describe('payOrder', () => {
   });
 });
 
+describe('cancelOrder', () => {
+  test('CANCELLED: OrderCancelled with the reason PostgreSQL keeps (the first cancel\'s), answered without the order', async () => {
+    const { activities, published, env } = fakes({ cancel: { status: 'CANCELLED', reason: 'BUYER', order } });
+    await expect(env.run(activities.cancelOrder, order, 'OPERATOR' as const)).resolves.toEqual({ status: 'CANCELLED', reason: 'BUYER' });
+    expect(types(published)).toEqual(['OrderCancelled']);
+    expect(published[0]).toMatchObject({ reason: 'BUYER', eventId: `${order.orderId}:OrderCancelled` });
+  });
+
+  test('a refusal (paid first) is answered and publishes nothing; no row fails non-retryably', async () => {
+    const refused = fakes({ cancel: { error: 'ORDER_ALREADY_PAID' } });
+    await expect(refused.env.run(refused.activities.cancelOrder, order, 'BUYER' as const)).resolves.toEqual({ error: 'ORDER_ALREADY_PAID' });
+    expect(refused.published).toEqual([]);
+    const none = fakes({});
+    await expect(none.env.run(none.activities.cancelOrder, order, 'BUYER' as const)).rejects.toMatchObject({ type: 'ORDER_NOT_FOUND', nonRetryable: true });
+  });
+});
+
 describe('settleOrder', () => {
   test.each([
     [{ status: 'EXPIRED' as const, priceMinor: 1999 }, ['OrderExpired']],
     [{ status: 'PAID' as const, paymentId: 'pay-9', priceMinor: 1999 }, ['OrderPaid']],
     [{ status: 'REJECTED' as const, reason: 'STOCK_REBUILT', priceMinor: 1999 }, ['OrderRejected']],
+    [{ status: 'CANCELLED' as const, reason: 'BUYER', priceMinor: 1999 }, ['OrderCancelled']],
     [{ status: 'PENDING' as const, priceMinor: 1999 }, []],
   ])('%o publishes %o and answers the outcome without its price', async (settled, events) => {
     const { activities, published, env } = fakes({ settle: settled });

@@ -14,6 +14,7 @@ const order = (n: number, status: OrderRow['status'], unit: number | null): Orde
   itemId: ITEM,
   status,
   paymentId: status === 'PAID' ? `pay-${n}` : null,
+  reason: status === 'CANCELLED' ? 'BUYER' : null,
   stockShard: 0,
   unit,
 });
@@ -45,7 +46,7 @@ function eventsOf(facts: SaleFacts): SaleEvents {
   for (const o of facts.orders) {
     const base = { version: 1, occurredAt: '2026-12-06T00:00:00Z', orderId: o.id, saleId: 42, itemId: o.itemId, userId: o.userId };
     events.set(`${o.id}-placed`, { ...base, eventId: `${o.id}-placed`, type: 'OrderPlaced' } as OrderEvent);
-    const final = o.status === 'PAID' ? { type: 'OrderPaid', paymentId: o.paymentId } : { type: 'OrderExpired' };
+    const final = o.status === 'PAID' ? { type: 'OrderPaid', paymentId: o.paymentId } : o.status === 'CANCELLED' ? { type: 'OrderCancelled', reason: o.reason } : { type: 'OrderExpired' };
     events.set(`${o.id}-final`, { ...base, eventId: `${o.id}-final`, ...final } as OrderEvent);
   }
   return { events, duplicates: 0, conflicting: [] };
@@ -103,4 +104,38 @@ test('a live order without a unit, or with one outside 1..quantity, fails I1', (
   const facts = settledSale();
   facts.items[0] = { ...facts.items[0], outside: 1 };
   expect(noOversell(facts)).toMatchObject({ ok: false });
+});
+
+/** The settled sale with a third buyer's order CANCELLED (its unit 3 back). */
+function withCancelled(): SaleFacts {
+  const facts = settledSale();
+  const cancelled = order(3, 'CANCELLED', null);
+  facts.orders.push(cancelled);
+  facts.workflows.set(cancelled.id, { status: 'COMPLETED', orderStatus: 'CANCELLED' });
+  return facts;
+}
+
+test('a CANCELLED order is checked like an EXPIRED one: passes settled, fails with its unit still held or its event missing', () => {
+  const facts = withCancelled();
+  const cancelled = facts.orders[2];
+  expect(all(facts).every((c) => c.ok)).toBe(true);
+  const held = withCancelled();
+  held.reservations.push(reservationOf({ ...cancelled, unit: 3 }));
+  expect(unitsReturned(held)).toMatchObject({ ok: false });
+  const events = eventsOf(facts);
+  events.events.delete(`${cancelled.id}-final`);
+  expect(eventsOnKafka(facts, events)).toMatchObject({ ok: false, examples: [`${cancelled.id}:OrderCancelled`] });
+});
+
+test('a CANCELLED row whose event names another reason, or says OrderExpired, fails I5; a PENDING search attribute fails I4', () => {
+  const facts = withCancelled();
+  const cancelled = facts.orders[2];
+  const otherReason = eventsOf(facts);
+  otherReason.events.set(`${cancelled.id}-final`, { ...(otherReason.events.get(`${cancelled.id}-final`) as OrderEvent), reason: 'OPERATOR' });
+  expect(eventsOnKafka(facts, otherReason)).toMatchObject({ ok: false, examples: [`${cancelled.id}:OrderCancelled`] });
+  const expired = eventsOf(facts);
+  expired.events.set(`${cancelled.id}-final`, { ...(expired.events.get(`${cancelled.id}-final`) as OrderEvent), type: 'OrderExpired' });
+  expect(eventsOnKafka(facts, expired).ok).toBe(false);
+  facts.workflows.set(cancelled.id, { status: 'COMPLETED', orderStatus: 'PENDING' });
+  expect(everyOrderEnds(facts)).toMatchObject({ ok: false, examples: [cancelled.id] });
 });

@@ -13,9 +13,9 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Activities } from '../../src/activities';
 import type { OrderEvent } from '../../src/order/events';
-import type { Order, OrderInput, Outcome, PayResult, Payment } from '../../src/order/types';
+import type { CancelReason, CancelResult, Order, OrderInput, Outcome, PayResult, Payment } from '../../src/order/types';
 import { startOrderWorkflow } from '../../src/workflows/client';
-import { payUpdate } from '../../src/workflows/definitions';
+import { cancelledSignal, cancelUpdate, payUpdate } from '../../src/workflows/definitions';
 import { timeSkippingEnvironment } from '../support/temporalRuntime';
 
 const TASK_QUEUE = 'orders-mocked';
@@ -29,6 +29,7 @@ interface Script {
   /** settleOrder's answer once the deadline has passed */
   settle: Outcome;
   pay?: (payment: Payment) => PayResult;
+  cancel?: (reason: CancelReason) => CancelResult;
 }
 
 /** One activity call, as the workflow made it. */
@@ -57,6 +58,11 @@ const mocked: Activities = {
     const { pay } = record(order.orderId, 'payOrder', payment);
     if (!pay) throw new Error('no payment scripted');
     return pay(payment);
+  },
+  async cancelOrder(order: OrderInput, reason: CancelReason): Promise<CancelResult> {
+    const { cancel } = record(order.orderId, 'cancelOrder', reason);
+    if (!cancel) throw new Error('no cancel scripted');
+    return cancel(reason);
   },
   async settleOrder(order: OrderInput, atMs: number): Promise<Outcome> {
     return record(order.orderId, 'settleOrder', atMs).settle;
@@ -144,6 +150,37 @@ test('paid before its deadline (update pay): PAID at once, no settle and no comp
   const result: Order = await handle.result();
   expect(result).toMatchObject({ status: 'PAID', paymentId });
   expect(steps(order)).toEqual(['placeOrder', 'payOrder']);
+});
+
+test('cancelled before its deadline (update cancel): CANCELLED at once with its reason, then compensated with its unit back', async () => {
+  const { order, handle } = await start({ place: { status: 'PENDING' }, settle: { status: 'EXPIRED' }, cancel: (reason) => ({ status: 'CANCELLED', reason }) });
+  expect(await handle.executeUpdate(cancelUpdate, { args: [{ reason: 'OPERATOR' }] })).toEqual({ status: 'CANCELLED', reason: 'OPERATOR' });
+  const result: Order = await handle.result();
+  expect(result).toMatchObject({ status: 'CANCELLED', reason: 'OPERATOR' });
+  expect(steps(order)).toEqual(['placeOrder', 'cancelOrder', 'releaseUnit']);
+  expect(calls.get(order.orderId)?.at(-1)).toEqual({ name: 'releaseUnit', args: [true] });
+});
+
+test('a cancel update with an unknown reason is refused before history; a malformed cancelled signal changes nothing', async () => {
+  const { order, handle } = await start({ place: { status: 'PENDING' }, settle: { status: 'EXPIRED' }, cancel: (reason) => ({ status: 'CANCELLED', reason }) });
+  await expect(handle.executeUpdate(cancelUpdate, { args: [{ reason: 'WHIM' as CancelReason }] })).rejects.toMatchObject({ cause: { type: 'INVALID_CANCEL' } });
+  await handle.signal(cancelledSignal, { reason: 'WHIM' as CancelReason });
+  await handle.signal(cancelledSignal, null as never);
+  const result: Order = await handle.result();
+  expect(result.status).toBe('EXPIRED');
+  expect(steps(order)).toEqual(['placeOrder', 'settleOrder', 'releaseUnit']);
+});
+
+test('a cancel that lost to a payment (PostgreSQL answers ORDER_ALREADY_PAID) is answered so and settles nothing: PAID, uncompensated', async () => {
+  const { order, handle } = await start({
+    place: { status: 'PENDING' },
+    settle: { status: 'PAID', paymentId: 'pay-first' },
+    cancel: () => ({ error: 'ORDER_ALREADY_PAID' }),
+  });
+  expect(await handle.executeUpdate(cancelUpdate, { args: [{ reason: 'BUYER' }] })).toEqual({ error: 'ORDER_ALREADY_PAID' });
+  const result: Order = await handle.result();
+  expect(result).toMatchObject({ status: 'PAID', paymentId: 'pay-first' });
+  expect(steps(order)).not.toContain('releaseUnit');
 });
 
 test('PostgreSQL refused it because another live order holds its unit (REJECTED SOLD_OUT): compensated, the unit kept out of stock', async () => {
