@@ -117,9 +117,11 @@ export async function payOrStore(pool: Pool, orderId: string, payment: Payment, 
 /**
  * The cancel's one statement: the row as it was (`current`, with what a release needs) and the UPDATE that
  * cancels a PENDING row while its deadline is ahead by PostgreSQL's clock (windowOpen), both on one snapshot.
- * @returns cancelled (by this statement), and the row as the snapshot saw it (undefined: none)
+ * @param terms the order's terms, read when it may have no row: whether their deadline is ahead (termsOpen)
+ * @returns cancelled (by this statement), the row as the snapshot saw it (undefined: none), and whether the
+ *   terms' deadline is ahead by PostgreSQL's clock (false without terms)
  */
-export async function cancelRow(pool: Pool, orderId: string, reason: CancelReason) {
+export async function cancelRow(pool: Pool, orderId: string, reason: CancelReason, terms?: OrderInput) {
   const res = await pool.query<{
     cancelled: number;
     status: OrderStatus | null;
@@ -129,6 +131,7 @@ export async function cancelRow(pool: Pool, orderId: string, reason: CancelReaso
     itemId: number;
     userId: string;
     stockShard: number;
+    termsOpen: boolean | null;
   }>(
     `WITH current AS (
        SELECT status, reason, ${windowOpen('deadline_at', 'now()')} AS open, sale_id, item_id, user_id, stock_shard FROM orders WHERE id = $1
@@ -137,22 +140,35 @@ export async function cancelRow(pool: Pool, orderId: string, reason: CancelReaso
        WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} RETURNING id
      )
      SELECT (SELECT count(*) FROM cancelled)::int AS cancelled, c.status, c.reason, c.open,
-            c.sale_id AS "saleId", c.item_id AS "itemId", c.user_id AS "userId", c.stock_shard AS "stockShard"
+            c.sale_id AS "saleId", c.item_id AS "itemId", c.user_id AS "userId", c.stock_shard AS "stockShard",
+            ${windowOpen('$3::timestamptz', 'now()')} AS "termsOpen"
      FROM (SELECT) one LEFT JOIN current c ON true`,
-    [orderId, reason],
+    [orderId, reason, terms ? new Date(paymentDeadlineMs(terms)) : null],
   );
-  const { cancelled, status, ...row } = res.rows[0];
-  return { cancelled: cancelled === 1, row: status === null ? undefined : { ...row, orderId, status, open: row.open === true } };
+  const { cancelled, status, termsOpen, ...row } = res.rows[0];
+  return { cancelled: cancelled === 1, termsOpen: termsOpen === true, row: status === null ? undefined : { ...row, orderId, status, open: row.open === true } };
 }
 
 /** @returns the sale's PENDING and PAID orders (which hold units, I2) with their terms, for a rebuild of Redis */
-export async function liveOrders(pool: Pool, saleId: number): Promise<OrderInput[]> {
+export function liveOrders(pool: Pool, saleId: number): Promise<OrderInput[]> {
+  return ordersIn(pool, saleId, ['PENDING', 'PAID']);
+}
+
+/**
+ * @returns the sale's CANCELLED orders with their terms: a rebuild queues their starts again, as a cancel may
+ *   have stored one before its workflow started, and its start queue entry may have gone with the shard
+ */
+export function cancelledOrders(pool: Pool, saleId: number): Promise<OrderInput[]> {
+  return ordersIn(pool, saleId, ['CANCELLED']);
+}
+
+async function ordersIn(pool: Pool, saleId: number, statuses: OrderStatus[]): Promise<OrderInput[]> {
   const res = await pool.query<OrderInput>(
     `SELECT id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", price_minor::float8 AS "priceMinor",
             (extract(epoch FROM reserved_at) * 1000)::float8 AS "reservedAtMs",
             (extract(epoch FROM deadline_at - reserved_at) * 1000)::float8 AS "paymentWindowMs", stock_shard AS "stockShard", unit
-     FROM orders WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`,
-    [saleId],
+     FROM orders WHERE sale_id = $1 AND status = ANY($2)`,
+    [saleId, statuses],
   );
   return res.rows;
 }

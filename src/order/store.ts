@@ -131,7 +131,7 @@ export class Orders {
    * Cancels a PENDING order while its payment window is open, decided by PostgreSQL in one statement on its
    * row, so that a cancel, a payment and the deadline race on one row and exactly one wins (docs/design.md,
    * "Cancel"). An order with no row yet (its workflow has not stored it) is first stored from its reservation
-   * under place's guards, then cancelled. The same cancel again, or any cancel of a CANCELLED order, answers
+   * under place's guards, then cancelled; past its deadline it is refused without a write. The same cancel again, or any cancel of a CANCELLED order, answers
    * CANCELLED with the reason stored first (I5). Writes PostgreSQL only: the unit goes back to Redis in the
    * caller's next step (the route's, at once) and in the workflow's compensation (idempotent, I5).
    * @param order the order's terms when the caller has them (its workflow); else they come from its reservation
@@ -140,11 +140,18 @@ export class Orders {
    *   undefined when there is no such order
    */
   async cancel(orderId: string, reason: CancelReason, order?: OrderInput): Promise<CancelOutcome | undefined> {
+    let terms = order;
     for (;;) {
-      const { cancelled, row } = await cancelRow(this.pool, orderId, reason);
+      const { cancelled, row, termsOpen } = await cancelRow(this.pool, orderId, reason, terms);
       if (!row) {
-        const terms = order ?? (await this.reserved(orderId));
-        if (!terms) return undefined;
+        if (!terms) {
+          terms = await this.reserved(orderId);
+          if (!terms) return undefined;
+          // Decided again with the terms, whose deadline the statement reads by PostgreSQL's clock.
+          continue;
+        }
+        // Past its deadline: refused without a write; its workflow expires it (I7).
+        if (!termsOpen) return { error: 'PAYMENT_WINDOW_CLOSED' };
         await this.place(terms);
         continue;
       }

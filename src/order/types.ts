@@ -108,7 +108,7 @@ export type PayResult =
 /**
  * Answer of a cancel (the `cancel` update, the cancel routes): CANCELLED with the reason PostgreSQL keeps (the
  * first cancel's, when the order was cancelled already), or why not: ORDER_ALREADY_PAID, PAYMENT_WINDOW_CLOSED
- * (its deadline passed: the deadline won), ORDER_NOT_PENDING (EXPIRED or REJECTED).
+ * (its deadline passed, or it EXPIRED: the deadline won), ORDER_NOT_PENDING (REJECTED).
  */
 export type CancelResult =
   | { status: 'CANCELLED'; reason: CancelReason }

@@ -156,7 +156,7 @@ export async function checkRun(clients: Clients, saleId: number, quantity: numbe
   const held = new Set((await clients.store.view.reservations(saleId)).map((r) => r.orderId));
   for (const id of seen.accepted.filter((id) => !gone.has(id))) {
     const status = byId.get(id)?.status;
-    if (status !== 'PAID' && status !== 'EXPIRED' && status !== 'REJECTED') violations.push(`202 ${id} ended ${status ?? 'with no row'}`);
+    if (status !== 'PAID' && status !== 'EXPIRED' && status !== 'REJECTED' && status !== 'CANCELLED') violations.push(`202 ${id} ended ${status ?? 'with no row'}`);
   }
   const { events } = await readSaleEvents(createKafka(clients.config, `chaos-check-${randomUUID()}`), clients.config.KAFKA_TOPIC, saleId, await saleEventsSince(clients.pool, saleId));
   const refunded = new Set([...events.values()].filter((e) => e.type === 'PaymentRefundRequired').map((e) => `${e.orderId}:${e.paymentId}`));
