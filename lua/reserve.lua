@@ -1,8 +1,8 @@
 #!lua
 -- Reserves one unit of a stock shard for one order and queues the order's workflow start, in one atomic step
 -- (I1, I2, I4). Two callers (src/reservation/store.ts), told apart by the number of keys:
--- - 7 keys, `reserve`: the buyer's home shard holds stock of the item; the buyer check (I3) runs here too.
--- - 6 keys, `take`: the buyer was claimed on their home shard first (claim.lua); the claim's lease is checked.
+-- - 8 keys, `reserve`: the buyer's home shard holds stock of the item; the buyer check (I3) runs here too.
+-- - 7 keys, `take`: the buyer was claimed on their home shard first (claim.lua); the claim's lease is checked.
 -- The value formats are src/reservation/formats.ts's; this script completes them with the unit and the epoch,
 -- and reads those two back from an existing reservation.
 -- KEYS[1] free units of the item   {<tag>}:stock:<itemId>     list of unit numbers (absent when none is left)
@@ -11,7 +11,8 @@
 -- KEYS[4] units returned           {<tag>}:returns:<itemId>   integer, counted by release.lua
 -- KEYS[5] released orders          {<tag>}:released           hash orderId -> 1, written by release.lua
 -- KEYS[6] the shard is loaded      {<tag>}:loaded
--- KEYS[7] live order per buyer     {<tag>}:buyers             hash userId -> orderId (`reserve` only)
+-- KEYS[7] the sale is closed       {<tag>}:closed             'PAUSED' or 'ENDED' (sale controls); absent: open
+-- KEYS[8] live order per buyer     {<tag>}:buyers             hash userId -> orderId (`reserve` only)
 -- ARGV    orderId, the reservation's terms (formats.ts reservationTerms), then
 --         `reserve`: userId;  `take`: claimedAtMs, leaseMs;
 --         then the start queue entry's field/value pairs without the last value, which is the reservation value
@@ -28,6 +29,9 @@
 --   {'SOLD_OUT', returns}                  none here; returns lets a buyer tell whether a unit came back since
 --                                          (src/reservation/store.ts, SOLD_OUT across shards)
 --   {'NOT_LOADED'}                         the shard lost its data: nothing is written until the rebuild
+--   {'CLOSED', state}                      the sale is paused or ended (its closed mark): nothing written; the
+--                                          mark is on every shard before a control answers, so no unit is
+--                                          taken after that answer (src/sale/controls.ts)
 --   {'LEASE_OVER'}                         `take` only: the claim is older than its lease (nothing written)
 -- Idempotent per orderId (I5): run again for an order that holds a reservation here (for `reserve`, with the
 -- buyer's entry naming it) because a client resent it after its reply was lost, or that held one and gave its unit
@@ -37,7 +41,7 @@
 -- undoes a claim whose take could still land (the buyer would hold two reservations).
 -- The queue entry is written first: it is the one write that can fail (wrong key type, out of memory), and a
 -- script is not rolled back, so a failure must come before the reservation exists, never after.
-local stockKey, reservations, queue, returns, released, loaded, buyers = unpack(KEYS)
+local stockKey, reservations, queue, returns, released, loaded, closed, buyers = unpack(KEYS)
 local orderId, terms = ARGV[1], ARGV[2]
 local userId, claimedAtMs, leaseMs, entryFrom
 if buyers then
@@ -92,6 +96,11 @@ end
 -- here): none for this order on this shard.
 if stock == 0 or held then
   return {'SOLD_OUT', tonumber(redis.call('GET', returns) or '0')}
+end
+-- After the sold-out answer, which stays true (and cheap to repeat from memory) whatever the sale's state.
+local closedAs = redis.call('GET', closed)
+if closedAs then
+  return {'CLOSED', closedAs}
 end
 local unit = redis.call('LINDEX', stockKey, 0)
 local epoch = redis.call('GET', loaded)

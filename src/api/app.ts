@@ -11,7 +11,7 @@ import Koa, { type Context, type Next } from 'koa';
 import { devTokensServed } from '../config';
 import { isConstraintViolation } from '../infra/db';
 import type { Logger } from '../infra/logger';
-import { getSaleHandler, createSaleHandler, loadStockHandler } from './routes/admin';
+import { getSaleHandler, createSaleHandler, loadStockHandler, saleControlHandler } from './routes/admin';
 import { buyerAuth, buyerAuthenticator, type BuyerState } from './auth';
 import { staticBearer, type CredentialGuard } from './serviceAuth';
 import { clientKeyOf } from './clientAddress';
@@ -159,6 +159,9 @@ export async function createApps(deps: AppDeps): Promise<Apps> {
     .post('/api/admin/sales', admin, traced, saleJson, createSaleHandler(deps))
     .get('/api/admin/sales/:saleId', admin, traced, getSaleHandler(deps))
     .post('/api/admin/sales/:saleId/stock', admin, traced, loadStockHandler(deps))
+    .post('/api/admin/sales/:saleId/pause', admin, traced, saleControlHandler(deps, 'pause'))
+    .post('/api/admin/sales/:saleId/resume', admin, traced, saleControlHandler(deps, 'resume'))
+    .post('/api/admin/sales/:saleId/end', admin, traced, saleControlHandler(deps, 'end'))
     .get('/healthz', healthHandler)
     .get('/readyz', readinessHandler(deps))
     .get('/metrics', metricsHandler(deps))

@@ -33,6 +33,7 @@ export const STATUS_OF = {
   PAYMENT_ID_USED: 409,
   REBUILD_REFUSED: 409,
   REBUILD_NEEDED: 409,
+  SALE_ENDED: 409,
   SOLD_OUT: 410,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
@@ -43,6 +44,7 @@ export const STATUS_OF = {
   INTERNAL_ERROR: 500,
   SERVICE_UNAVAILABLE: 503,
   STOCK_NOT_LOADED: 503,
+  SALE_PAUSED: 503,
   RESERVATION_NOT_REPLICATED: 503,
 } as const;
 
@@ -50,6 +52,8 @@ export type ErrorCode = keyof typeof STATUS_OF;
 
 /** Seconds a client should wait before retrying a 503. */
 export const RETRY_AFTER_S = 1;
+/** Seconds a buyer should wait before pressing again in a paused sale: a pause is an operator's, not a blip. */
+export const PAUSED_RETRY_AFTER_S = 5;
 
 // A reply without details is a constant: serialized once, not on every sold-out answer. A string, so that Node
 // writes headers and body as one piece (tools/bench/soldout.ts could not tell it from a Buffer's two pieces).

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LRUCache } from 'lru-cache';
 import type { Pool } from 'pg';
+import type { SaleClosed } from '../reservation/client';
 import type { ReservationView } from '../reservation/views';
 import { findSaleListing, highestSaleId, type SaleListing } from '../sale/sales';
 import type { SaleGates } from './saleGate';
@@ -58,9 +59,13 @@ export class SaleViews {
   private idReadAtMs = -Infinity;
   private idRead: Promise<void> | undefined;
 
+  /**
+   * @param closed reads the sale's closed marks per shard (src/reservation/closing.ts), with the units left
+   */
   constructor(
     private readonly pool: Pool,
     private readonly stock: Pick<ReservationView, 'stock'>,
+    private readonly closed: (saleId: number) => Promise<(SaleClosed | undefined)[]>,
     private readonly gates: SaleGates,
   ) {}
 
@@ -109,13 +114,12 @@ export class SaleViews {
 
   private async render(listing: SaleListing): Promise<CachedView> {
     const { saleId } = listing;
-    const stock = await this.stock.stock(
-      saleId,
-      listing.items.map((i) => i.itemId),
-    );
+    const [stock, marks] = await Promise.all([this.stock.stock(saleId, listing.items.map((i) => i.itemId)), this.closed(saleId)]);
     const content = {
       saleId,
       name: listing.name,
+      // What a press hears: ENDED or PAUSED as soon as any shard says so (a control marks them all before it answers).
+      state: marks.includes('ENDED') ? 'ENDED' : marks.includes('PAUSED') ? 'PAUSED' : 'OPEN',
       startsAt: listing.startsAt.toISOString(),
       endsAt: listing.endsAt.toISOString(),
       paymentWindowMs: listing.paymentWindowMs,

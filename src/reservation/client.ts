@@ -16,13 +16,15 @@ const LUA_DIR = join(__dirname, '..', '..', 'lua');
 export const COMMAND_TIMEOUT_MS = 2000;
 
 /** Replies of the scripts, named by their first element (lua/reserve.lua, lua/claim.lua). */
-export type ReserveReply = ['RESERVED', number, string, number?, number?] | ['ALREADY_PURCHASED', string] | ['SOLD_OUT', number] | ['NOT_LOADED'];
-export type TakeReply = ['RESERVED', number, string, number?, number?] | ['SOLD_OUT', number] | ['NOT_LOADED'] | ['LEASE_OVER'];
+export type ReserveReply = ['RESERVED', number, string, number?, number?] | ['ALREADY_PURCHASED', string] | ['SOLD_OUT', number] | ['NOT_LOADED'] | ['CLOSED', SaleClosed];
+export type TakeReply = ['RESERVED', number, string, number?, number?] | ['SOLD_OUT', number] | ['NOT_LOADED'] | ['LEASE_OVER'] | ['CLOSED', SaleClosed];
+/** The value of a shard's closed mark (layout.ts `closed`): purchases paused, or the sale ended early. */
+export type SaleClosed = 'PAUSED' | 'ENDED';
 export type ClaimReply = ['CLAIMED', number, string] | ['ALREADY_PURCHASED', string] | ['NOT_LOADED'];
 
 interface Scripts {
-  reserve(stock: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string, buyers: string, ...argv: string[]): Promise<ReserveReply>;
-  take(stock: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string, ...argv: string[]): Promise<TakeReply>;
+  reserve(stock: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string, closed: string, buyers: string, ...argv: string[]): Promise<ReserveReply>;
+  take(stock: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string, closed: string, ...argv: string[]): Promise<TakeReply>;
   claim(buyers: string, claims: string, loaded: string, ...argv: string[]): Promise<ClaimReply>;
   unclaim(buyers: string, claims: string, loaded: string, ...argv: string[]): Promise<null>;
   release(stock: string, buyers: string, reservations: string, returns: string, released: string, loaded: string, ...argv: string[]): Promise<null>;
@@ -33,9 +35,9 @@ interface Scripts {
 export type FlashRedis = (Redis | Cluster) & Scripts;
 
 const SCRIPTS: [name: keyof Scripts, file: string, keys: number][] = [
-  ['reserve', 'reserve.lua', 7],
+  ['reserve', 'reserve.lua', 8],
   // One script, two callers: with the buyers' hash it checks the buyer (I3), without it the claim's lease.
-  ['take', 'reserve.lua', 6],
+  ['take', 'reserve.lua', 7],
   ['claim', 'claim.lua', 3],
   ['unclaim', 'unclaim.lua', 3],
   ['release', 'release.lua', 6],

@@ -42,6 +42,8 @@ export function shardKeys(tag: string) {
      * nothing is written there between a data loss and the rebuild.
      */
     loaded: `${tag}:loaded`,
+    /** Purchases refused on this shard (sale controls, src/sale/controls.ts): 'PAUSED' or 'ENDED'; absent while open. */
+    closed: `${tag}:closed`,
     /** Orders whose unit this shard took back (release.lua), for a day after the last: a late rerun of their reservation reserves nothing. */
     released: `${tag}:released`,
     /** A rebuild of this shard under way (src/reservation/loading.ts): its token, until it ends or the lock expires. */

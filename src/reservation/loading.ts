@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { OrderInput } from '../order/types';
-import { idempotent, type FlashRedis } from './client';
+import { idempotent, type FlashRedis, type SaleClosed } from './client';
 import { claimMember, entryFields, parseClaimMember, reservationValue } from './formats';
 import { homeShard, itemShardCount, shardKeys, type SaleLayout } from './layout';
 import { LOAD, LOCK_POLL_MS, REBUILD, ShardLocks } from './shardLock';
@@ -27,14 +27,24 @@ export interface StockSource {
    * A first load: epoch 0 to 1. @throws (its own error) when a shard was loaded before: only a rebuild restores it
    * @returns the shards' new epochs and the sale's live orders
    */
-  firstLoad(shards: readonly number[]): Promise<{ epochs: ReadonlyMap<number, number>; liveOrders: OrderInput[] }>;
+  firstLoad(shards: readonly number[]): Promise<LoadSource>;
   /**
    * Undoes firstLoad (epoch 1 back to 0) for a load that failed before anything went in place: no unit was handed
    * out in epoch 1, and a plain load may try again.
    */
   undoFirstLoad(shards: readonly number[]): Promise<void>;
   /** A rebuild: each shard's next epoch. @returns the shards' new epochs and the sale's live orders */
-  nextEpoch(shards: readonly number[]): Promise<{ epochs: ReadonlyMap<number, number>; liveOrders: OrderInput[] }>;
+  nextEpoch(shards: readonly number[]): Promise<LoadSource>;
+}
+
+/** What a load or a rebuild puts in place: the shards' new epochs, the live orders, and the sale's closed mark. */
+export interface LoadSource {
+  epochs: ReadonlyMap<number, number>;
+  liveOrders: OrderInput[];
+  /** PAUSED or ENDED (src/sale/controls.ts), undefined while the sale is open. */
+  closed: SaleClosed | undefined;
+  /** A rebuild's: the CANCELLED orders, whose starts it queues again (a cancel may have stored one before its start). */
+  cancelled?: OrderInput[];
 }
 
 /** Loads and rebuilds sales in Redis, over a store's client. Methods throw ioredis errors when Redis is unreachable. */
@@ -66,8 +76,8 @@ export class StockLoader {
     for (const k of layout.tags.keys()) {
       if (!(await locks.lockWhenFree(k, token))) continue;
       try {
-        const { epochs, liveOrders } = await source.firstLoad([k]);
-        if (!(await this.staging.putInPlace(layout, k, token, epochOf(epochs, k), carried(layout, items, k), liveOrders, [], [], () => source.undoFirstLoad([k])))) {
+        const { epochs, liveOrders, closed } = await source.firstLoad([k]);
+        if (!(await this.staging.putInPlace(layout, k, token, epochOf(epochs, k), carried(layout, items, k), liveOrders, [], [], closed, () => source.undoFirstLoad([k])))) {
           throw new Error(`sale ${saleId} shard ${k}: the load's lock expired before its stock went in place; load again`);
         }
       } finally {
@@ -106,7 +116,7 @@ export class StockLoader {
         locked.push(k);
         if ((await this.holding(saleId))[k]) throw new RebuildUnderWay(`shard ${k}: rebuilt meanwhile`);
       }
-      const { epochs, liveOrders } = await source.nextEpoch(lost);
+      const { epochs, liveOrders, closed, cancelled = [] } = await source.nextEpoch(lost);
       const isLost = (k: number) => lost.includes(k);
       const elsewhere = (await this.store.view.reservations(saleId)).filter((o) => !isLost(o.stockShard ?? 0));
       const known = new Set(liveOrders.map((o) => o.orderId));
@@ -118,9 +128,9 @@ export class StockLoader {
       for (const k of lost) {
         const epoch = epochOf(epochs, k);
         const held = liveOrders.filter((o) => (o.stockShard ?? 0) === k).map((o) => ({ ...o, stockEpoch: epoch }));
-        await this.requeue(layout, k, held);
+        await this.requeue(layout, k, [...held, ...cancelled.filter((o) => (o.stockShard ?? 0) === k).map((o) => ({ ...o, stockEpoch: epoch }))]);
         const homed = holders.filter((o) => homeShard(layout, o.userId) === k);
-        if (!(await this.staging.putInPlace(layout, k, token, epoch, carried(layout, items, k), liveOrders, held, homed))) {
+        if (!(await this.staging.putInPlace(layout, k, token, epoch, carried(layout, items, k), liveOrders, held, homed, closed))) {
           throw new RebuildUnderWay(`shard ${k}: lock lost or shard loaded meanwhile`);
         }
       }

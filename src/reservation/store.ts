@@ -7,7 +7,7 @@
 import type { OrderInput } from '../order/types';
 import { DEFAULT_CLAIM_IDLE_MS } from '../config';
 import { claimLeaseMs } from './claims';
-import { idempotent, type FlashRedis } from './client';
+import { idempotent, type FlashRedis, type SaleClosed } from './client';
 import { claimMember, entryFields, reservationTerms } from './formats';
 import { homeShard, itemShardCount, shardKeys, tagOf, type LayoutSource, type SaleLayout } from './layout';
 import type { ReplicationBarrier } from './replication';
@@ -23,6 +23,8 @@ export type ReserveOutcome =
   | { kind: 'ALREADY_PURCHASED'; orderId: string }
   | { kind: 'SOLD_OUT' }
   | { kind: 'NOT_LOADED' }
+  /** The sale is paused or ended (its closed mark, src/sale/controls.ts): nothing reserved. */
+  | { kind: 'CLOSED'; state: SaleClosed }
   /** Reserved, but fewer replicas than asked held it within the timeout: the order exists and ends; no 202. */
   | { kind: 'NOT_REPLICATED'; orderId: string; replicas: number }
   /** Units came and went on the item's shards through every pass: no moment was found at which all were empty. */
@@ -41,7 +43,7 @@ export type ReleaseTarget = Pick<OrderInput, 'saleId' | 'itemId' | 'orderId' | '
 const MAX_PASSES = 3;
 
 /** What one look at a stock shard found. */
-type Look = { reserved: { stockLeft: number; node: string; unit?: number; stockEpoch?: number } } | { empty: number } | { notLoaded: true } | { leaseOver: true };
+type Look = { reserved: { stockLeft: number; node: string; unit?: number; stockEpoch?: number } } | { empty: number } | { notLoaded: true } | { leaseOver: true } | { closed: SaleClosed };
 
 /** @returns the shards an item's stock lives on, starting from `first` and going round: the order a buyer tries them in */
 function shardsFrom(first: number, count: number): number[] {
@@ -49,8 +51,8 @@ function shardsFrom(first: number, count: number): number[] {
 }
 
 /** The keys reserve.lua takes a unit with, in its order, whether it checks the buyer too (reserve) or not (take). */
-function unitKeys(keys: ReturnType<typeof shardKeys>, itemId: number): [stock: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string] {
-  return [keys.stock(itemId), keys.reservations, keys.startQueue, keys.returns(itemId), keys.released, keys.loaded];
+function unitKeys(keys: ReturnType<typeof shardKeys>, itemId: number): [stock: string, reservations: string, startQueue: string, returns: string, released: string, loaded: string, closed: string] {
+  return [keys.stock(itemId), keys.reservations, keys.startQueue, keys.returns(itemId), keys.released, keys.loaded, keys.closed];
 }
 
 /**
@@ -111,6 +113,8 @@ export class ReservationStore {
           return this.replicated(order, { kind: 'RESERVED', stockLeft: reply[1], stockShard: home, ...held(reply[3], reply[4]) }, [reply[2]]);
         case 'ALREADY_PURCHASED':
           return { kind: 'ALREADY_PURCHASED', orderId: reply[1] };
+        case 'CLOSED':
+          return { kind: 'CLOSED', state: reply[1] };
         default:
           if (shards === 1) return { kind: reply[0] };
       }
@@ -146,9 +150,9 @@ export class ReservationStore {
         }
         // A take stalled past the claim's lease: no take of this press can land any more (each refuses a claim
         // past its lease, and every earlier one answered), so the claim is undone now rather than by repair.
-        if ('leaseOver' in look) {
+        if ('leaseOver' in look || 'closed' in look) {
           await unclaim();
-          return { kind: 'UNDECIDED' };
+          return 'closed' in look ? { kind: 'CLOSED', state: look.closed } : { kind: 'UNDECIDED' };
         }
         if ('empty' in look) emptyAt.set(k, look.empty);
         else notLoaded = true;
@@ -187,6 +191,8 @@ export class ReservationStore {
         return { notLoaded: true };
       case 'LEASE_OVER':
         return { leaseOver: true };
+      case 'CLOSED':
+        return { closed: reply[1] };
     }
   }
 

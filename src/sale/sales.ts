@@ -5,7 +5,7 @@
 import type { Pool } from 'pg';
 import { z } from 'zod';
 import { inTransaction } from '../infra/db';
-import { liveOrders } from '../order/rows';
+import { cancelledOrders, liveOrders } from '../order/rows';
 import { MAX_SHARDS } from '../reservation/layout';
 
 /**
@@ -16,6 +16,7 @@ export const MAX_SALE_UNITS = 1_000_000;
 import { RebuildUnderWay, StockLoader, type StockSource } from '../reservation/loading';
 import type { ReservationStore } from '../reservation/store';
 import type { ShardPlacer } from '../reservation/placement';
+import { closedMark } from './controls';
 
 const LAST_RFC3339_MS = Date.UTC(10000, 0, 1);
 /** Names and product ids: no control characters (PostgreSQL text refuses NUL; the others have no business there). */
@@ -187,14 +188,14 @@ function stockSource(pool: Pool, saleId: number): StockSource {
       if (before.length) {
         throw new RebuildNeeded(`sale ${saleId}: shard(s) ${before.join(', ')} lost the data they were loaded with: rebuild (?rebuild=true) to restore the orders they held`);
       }
-      return { epochs, liveOrders: await liveOrders(pool, saleId) };
+      return { epochs, liveOrders: await liveOrders(pool, saleId), closed: await closedMark(pool, saleId) };
     },
     async undoFirstLoad(shards) {
       await pool.query('UPDATE stock_shards SET epoch = 0 WHERE sale_id = $1 AND shard = ANY($2) AND epoch = 1', [saleId, shards]);
     },
     async nextEpoch(shards) {
       const epochs = await moved('UPDATE stock_shards SET epoch = epoch + 1 WHERE sale_id = $1 AND shard = ANY($2) RETURNING shard, epoch', shards);
-      return { epochs, liveOrders: await liveOrders(pool, saleId) };
+      return { epochs, liveOrders: await liveOrders(pool, saleId), closed: await closedMark(pool, saleId), cancelled: await cancelledOrders(pool, saleId) };
     },
   };
 }

@@ -3,6 +3,8 @@ import { duration, localTime, price } from './format.js';
 import { $, say, serverNow, state } from './page.js';
 
 export function phase() {
+  // Ended early by the shop (an operator's "end now"): as ended as a sale past its end.
+  if (state.view.state === 'ENDED') return 'ended';
   const now = serverNow();
   if (now < Date.parse(state.view.startsAt)) return 'before';
   return now < Date.parse(state.view.endsAt) ? 'on' : 'ended';
@@ -17,6 +19,7 @@ function whyNot(item, p) {
   if (item.soldOut) return 'Sold out';
   if (p === 'before') return `On sale from ${localTime(state.view.startsAt)}`;
   if (p === 'ended') return 'The sale has ended';
+  if (state.view.state === 'PAUSED') return 'Paused by the shop — back shortly';
   if (!state.token) return 'Sign in to buy';
   return undefined;
 }
@@ -25,8 +28,14 @@ export function renderClock() {
   const view = state.view;
   const p = phase();
   $('clock').textContent =
-    p === 'before' ? `Starts in ${duration(Date.parse(view.startsAt) - serverNow())}` : p === 'on' ? `On sale — ends in ${duration(Date.parse(view.endsAt) - serverNow())}` : 'The sale has ended';
-  $('clock').dataset.phase = p;
+    p === 'before'
+      ? `Starts in ${duration(Date.parse(view.startsAt) - serverNow())}`
+      : p !== 'on'
+        ? 'The sale has ended'
+        : view.state === 'PAUSED'
+          ? 'Paused by the shop — purchases resume shortly'
+          : `On sale — ends in ${duration(Date.parse(view.endsAt) - serverNow())}`;
+  $('clock').dataset.phase = p === 'on' && view.state === 'PAUSED' ? 'paused' : p;
   for (const button of document.querySelectorAll('button[data-item]')) {
     const item = view.items.find((i) => String(i.itemId) === button.dataset.item);
     const why = whyNot(item, p);

@@ -73,6 +73,10 @@ async function buy(itemId) {
         continue;
       }
       if (res.status === 403) return say('not-active', 'The sale is not open');
+      if (body.error === 'SALE_PAUSED') {
+        state.view.state = 'PAUSED';
+        return say('paused', 'Purchases are paused by the shop: press again once they resume');
+      }
       if (res.status !== 429 && res.status !== 503) return say('error', `Something went wrong (${body.error ?? res.status})`);
       const wait = retryAfterS(res);
       say(res.status === 429 ? 'rate-limited' : 'unavailable', res.status === 429 ? `Too many requests: retrying in ${wait} s` : `The shop is busy: retrying in ${wait} s`);
@@ -155,10 +159,11 @@ async function main() {
   const order = heldOrderId();
   if (order && state.token) void follow(order);
   setInterval(renderClock, 250);
-  // Sold-out marks come from the view; read it again at the start and every few seconds while the sale is on.
+  // Sold-out marks and a pause come from the view; read it again at the start and every second while the sale
+  // is on, so that a pause or an end shows within about a second (the view's cache age) of the next read.
   setInterval(() => {
     if (phase() !== 'ended') readView().catch(() => undefined);
-  }, 5000);
+  }, 1000);
   const untilStart = Date.parse(state.view.startsAt) - serverNow();
   if (untilStart > 0) setTimeout(() => readView().catch(() => undefined), untilStart + 50);
 }

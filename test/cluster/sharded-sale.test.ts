@@ -208,12 +208,12 @@ test('a claim left by a crash is repaired: undone when no shard holds its order,
   const s1 = shardKeys(layout.tags[1]);
   const keptTerms = { orderId: keptOrder, saleId: sale.saleId, itemId, userId: kept, priceMinor: 1999, paymentWindowMs: 600_000, reservedAtMs: Date.now() };
   // Its take landed before it died (within the claim's lease: taken as of now).
-  const taken = await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), s1.released, s1.loaded, keptOrder, reservationTerms(keptTerms), String(Date.now()), '15000', ...entryFields(keptTerms));
+  const taken = await clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), s1.released, s1.loaded, s1.closed, keptOrder, reservationTerms(keptTerms), String(Date.now()), '15000', ...entryFields(keptTerms));
   expect(taken).toEqual(['RESERVED', 0, expect.any(String), 2, 1]);
   // A take whose claim time is not a number cannot check the lease: refused, nothing written.
   const lenBefore = await clients.redis.hlen(s1.reservations);
   await expect(
-    clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), s1.released, s1.loaded, `${keptOrder}-x`, reservationTerms(keptTerms), 'undefined', '15000', ...entryFields(keptTerms)),
+    clients.redis.take(s1.stock(itemId), s1.reservations, s1.startQueue, s1.returns(itemId), s1.released, s1.loaded, s1.closed, `${keptOrder}-x`, reservationTerms(keptTerms), 'undefined', '15000', ...entryFields(keptTerms)),
   ).rejects.toThrow(/BAD_ARGUMENTS/);
   expect(await clients.redis.hlen(s1.reservations)).toBe(lenBefore);
 

@@ -133,7 +133,7 @@ export async function unload(clients: Clients, saleId: number): Promise<void> {
   const items = await clients.pool.query<{ id: number }>('SELECT id FROM items WHERE sale_id = $1', [saleId]);
   for (const tag of layout.tags) {
     const keys = shardKeys(tag);
-    await clients.redis.del(keys.loaded, keys.buyers, keys.reservations, keys.claims, ...items.rows.flatMap((item) => [keys.stock(item.id), keys.returns(item.id)]));
+    await clients.redis.del(keys.loaded, keys.closed, keys.buyers, keys.reservations, keys.claims, ...items.rows.flatMap((item) => [keys.stock(item.id), keys.returns(item.id)]));
   }
   await clients.pool.query('UPDATE stock_shards SET epoch = 0 WHERE sale_id = $1', [saleId]);
 }

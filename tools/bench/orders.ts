@@ -295,7 +295,7 @@ async function cell(bench: Bench, name: SchemaName, write: Write, placement: Pla
   } finally {
     await pool.end();
     const keys = shardKeys(schema.tag(saleId));
-    await bench.redis.del(keys.loaded, keys.buyers, keys.reservations, keys.released, keys.startQueue, keys.claims, ...itemIds.flatMap((id) => [keys.stock(id), keys.returns(id)]));
+    await bench.redis.del(keys.loaded, keys.closed, keys.buyers, keys.reservations, keys.released, keys.startQueue, keys.claims, ...itemIds.flatMap((id) => [keys.stock(id), keys.returns(id)]));
   }
 }
 

@@ -1,11 +1,12 @@
 /**
  * Admin routes (admin bearer credential; openapi.yaml): create a sale and load its stock; load or rebuild a sale's
  * stock (REBUILD_NEEDED when a shard lost its data, `?rebuild=true` restores it, `&force=true` when others kept
- * theirs); read a sale with each item's Redis stock.
+ * theirs); read a sale with each item's Redis stock; pause, resume or end a sale (src/sale/controls.ts).
  */
 import { LayoutError } from '../../reservation/layout';
 import type { Context } from 'koa';
 import { parseId } from '../../order/ids';
+import { controlSale, SaleEnded, type SaleControl } from '../../sale/controls';
 import { createSale, findSale, loadSale, RebuildNeeded, RebuildRefused, SaleInput, type Sale } from '../../sale/sales';
 import type { AppDeps } from '../deps';
 import { reply } from '../errors';
@@ -85,5 +86,26 @@ export function getSaleHandler(deps: AppDeps) {
     const sale = await findSale(deps.pool, saleId);
     if (!sale) return reply(ctx, 'SALE_NOT_FOUND');
     ctx.body = await withStock(deps, sale);
+  };
+}
+
+/**
+ * POST handler of a sale control: 200 `{saleId, state, changed}` once every stock shard holds the state (no
+ * purchase is reserved after this answer), 409 SALE_ENDED for pause or resume of an ended sale, 404 SALE_NOT_FOUND.
+ */
+export function saleControlHandler(deps: AppDeps, control: SaleControl) {
+  return async function controlled(ctx: Context): Promise<void> {
+    const saleId = parseId(ctx.params.saleId);
+    if (saleId === undefined) return reply(ctx, 'INVALID_SALE_ID');
+    let result;
+    try {
+      result = await controlSale(deps.pool, deps.store.redis, deps.store.layouts, saleId, control);
+    } catch (err) {
+      if (err instanceof SaleEnded) return reply(ctx, 'SALE_ENDED', { details: [err.message] });
+      throw err;
+    }
+    if (!result) return reply(ctx, 'SALE_NOT_FOUND');
+    deps.log.warn({ saleId, control, ...result }, 'sale control applied');
+    ctx.body = { saleId, ...result };
   };
 }

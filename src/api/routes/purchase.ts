@@ -10,7 +10,7 @@ import { newOrderId } from '../../order/orderId';
 import { paymentDeadlineMs } from '../../order/types';
 import { hasBearerJwt } from '../auth';
 import type { AppDeps } from '../deps';
-import { reply, type AnsweredState, type ErrorCode } from '../errors';
+import { PAUSED_RETRY_AFTER_S, reply, type AnsweredState, type ErrorCode } from '../errors';
 import { SALE_GATE_HEADER, type SaleGates } from '../saleGate';
 import { activeTraceParent, ATTR, inSpan } from '../../tracing';
 
@@ -135,6 +135,11 @@ export function purchaseHandler({ catalog, store, soldOut, starter, metrics, log
       case 'UNDECIDED':
         // Units came back to shards the buyer had already looked at, on every pass: no answer is true yet.
         return reply(ctx, 'SERVICE_UNAVAILABLE');
+      case 'CLOSED':
+        // An operator's control (src/sale/controls.ts): paused comes back, ended does not.
+        if (outcome.state === 'ENDED') return reply(ctx, 'SALE_NOT_ACTIVE');
+        reply(ctx, 'SALE_PAUSED');
+        return void ctx.set('Retry-After', String(PAUSED_RETRY_AFTER_S));
     }
     metrics.reservations.inc();
     // The last unit of a one-shard item: sold out. A sharded item's other shards may hold units still; its

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { BUYER_ID, parseId } from '../../order/ids';
+import { closedMarks } from '../../reservation/closing';
 import { signBuyerToken } from '../devTokens';
 import type { AppDeps } from '../deps';
 import { reply } from '../errors';
@@ -25,7 +26,7 @@ const DEV_TOKEN_LIFETIME_S = 3600;
  * was due and a store is away
  */
 export function saleViewHandler(deps: AppDeps, gates: SaleGates) {
-  const views = new SaleViews(deps.pool, deps.store.view, gates);
+  const views = new SaleViews(deps.pool, deps.store.view, (saleId) => closedMarks(deps.store.redis, deps.store.layouts, saleId), gates);
   return async function view(ctx: Context): Promise<void> {
     const saleId = parseId(ctx.params.saleId);
     if (saleId === undefined) return reply(ctx, 'INVALID_SALE_ID');
