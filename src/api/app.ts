@@ -20,6 +20,7 @@ import { isUnavailable, reply, type ErrorCode } from './errors';
 import { metricsHandler, openApiDocument, publicOpenApiDocument, readinessHandler } from './routes/ops';
 import { devPaymentHandler, getOrderHandler, paymentHandler, paymentMetrics } from './routes/orders';
 import { buyerCancelHandler, operatorCancelHandler, paymentFailureHandler } from './routes/cancel';
+import { consoleAssetHandler, consolePageHandler, saleLiveHandler } from './routes/console';
 import { purchaseHandler, purchaseMetrics, soldOutAnswer } from './routes/purchase';
 import { RateLimits, replyRateLimited, type Limited } from './rateLimits';
 import { SaleGates } from './saleGate';
@@ -162,6 +163,9 @@ export async function createApps(deps: AppDeps): Promise<Apps> {
     .post('/api/admin/sales/:saleId/pause', admin, traced, saleControlHandler(deps, 'pause'))
     .post('/api/admin/sales/:saleId/resume', admin, traced, saleControlHandler(deps, 'resume'))
     .post('/api/admin/sales/:saleId/end', admin, traced, saleControlHandler(deps, 'end'))
+    .get('/api/admin/sales/:saleId/live', admin, saleLiveHandler(deps))
+    .get('/console/sales/:saleId', consolePageHandler())
+    .get('/console/assets/:file', consoleAssetHandler())
     .get('/healthz', healthHandler)
     .get('/readyz', readinessHandler(deps))
     .get('/metrics', metricsHandler(deps))
