@@ -75,7 +75,7 @@ export class ReservationStore {
     /** The client it runs on, which src/reservation/loading.ts shares. */
     readonly redis: FlashRedis,
     readonly layouts: LayoutSource,
-    private readonly options: { barrier?: ReplicationBarrier; replicas?: number; claimIdleMs?: number } = {},
+    readonly options: { barrier?: ReplicationBarrier; replicas?: number; claimIdleMs?: number } = {},
   ) {
     this.view = new ReservationView(redis, layouts);
     this.claimLeaseMs = claimLeaseMs(options.claimIdleMs ?? DEFAULT_CLAIM_IDLE_MS);

@@ -6,9 +6,9 @@
  * their payment windows: a control touches no order.
  */
 import type { Pool } from 'pg';
-import type { FlashRedis, SaleClosed } from '../reservation/client';
+import type { SaleClosed } from '../reservation/client';
 import { markSale } from '../reservation/closing';
-import type { LayoutSource } from '../reservation/layout';
+import type { ReservationStore } from '../reservation/store';
 
 export type SaleState = 'OPEN' | SaleClosed;
 export type SaleControl = 'pause' | 'resume' | 'end';
@@ -26,10 +26,10 @@ export const closedMarkOf = (state: SaleState): SaleClosed | undefined => (state
  * same control again writes the same and answers the same (`changed` false), so an operator whose answer was
  * lost, or who saw a 503 with some shards marked, sends it again.
  * @returns the sale's state now and whether this call changed it in PostgreSQL; undefined when there is no such sale
- * @throws SaleEnded for pause or resume of an ENDED sale (nothing written); pg or ioredis errors when a store is
- *   unreachable (PostgreSQL may hold the new state already: send it again)
+ * @throws SaleEnded for pause or resume of an ENDED sale (nothing written); MarkNotReplicated (markSale); pg or
+ *   ioredis errors when a store is unreachable (PostgreSQL may hold the new state already: send it again)
  */
-export async function controlSale(pool: Pool, redis: FlashRedis, layouts: LayoutSource, saleId: number, control: SaleControl): Promise<{ state: SaleState; changed: boolean } | undefined> {
+export async function controlSale(pool: Pool, store: Pick<ReservationStore, 'redis' | 'layouts' | 'options'>, saleId: number, control: SaleControl): Promise<{ state: SaleState; changed: boolean } | undefined> {
   const res = await pool.query<{ before: SaleState; state: SaleState }>(
     `UPDATE sale_events s SET state = CASE WHEN b.before = 'ENDED' THEN b.before ELSE $2 END
      FROM (SELECT state AS before FROM sale_events WHERE id = $1 FOR UPDATE) b
@@ -39,7 +39,7 @@ export async function controlSale(pool: Pool, redis: FlashRedis, layouts: Layout
   const row = res.rows[0];
   if (!row) return undefined;
   if (row.state !== TARGET[control]) throw new SaleEnded(`sale ${saleId} ended: it neither pauses nor resumes`);
-  await markSale(redis, layouts, saleId, closedMarkOf(row.state));
+  await markSale(store, saleId, closedMarkOf(row.state));
   return { state: row.state, changed: row.before !== row.state };
 }
 

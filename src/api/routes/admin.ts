@@ -6,6 +6,7 @@
 import { LayoutError } from '../../reservation/layout';
 import type { Context } from 'koa';
 import { parseId } from '../../order/ids';
+import { MarkNotReplicated } from '../../reservation/closing';
 import { controlSale, SaleEnded, type SaleControl } from '../../sale/controls';
 import { createSale, findSale, loadSale, RebuildNeeded, RebuildRefused, SaleInput, type Sale } from '../../sale/sales';
 import type { AppDeps } from '../deps';
@@ -99,9 +100,10 @@ export function saleControlHandler(deps: AppDeps, control: SaleControl) {
     if (saleId === undefined) return reply(ctx, 'INVALID_SALE_ID');
     let result;
     try {
-      result = await controlSale(deps.pool, deps.store.redis, deps.store.layouts, saleId, control);
+      result = await controlSale(deps.pool, deps.store, saleId, control);
     } catch (err) {
       if (err instanceof SaleEnded) return reply(ctx, 'SALE_ENDED', { details: [err.message] });
+      if (err instanceof MarkNotReplicated) return reply(ctx, 'SERVICE_UNAVAILABLE', { details: [err.message] });
       throw err;
     }
     if (!result) return reply(ctx, 'SALE_NOT_FOUND');

@@ -77,7 +77,7 @@ export function saleLiveHandler(deps: AppDeps) {
     const now = Date.now();
     const [free, marks, startQueue, orders, payments] = await Promise.all([
       deps.store.view.stockByShard(saleId, sale.items.map((i) => i.itemId)),
-      closedMarks(deps.store.redis, deps.store.layouts, saleId),
+      closedMarks(deps.store, saleId),
       queue.depth(saleId, now),
       deps.pool.query<{ status: OrderStatus; count: number; recent: number }>(
         `SELECT status, count(*)::int AS count, count(*) FILTER (WHERE created_at > now() - make_interval(secs => $2))::int AS recent

@@ -26,7 +26,7 @@ const DEV_TOKEN_LIFETIME_S = 3600;
  * was due and a store is away
  */
 export function saleViewHandler(deps: AppDeps, gates: SaleGates) {
-  const views = new SaleViews(deps.pool, deps.store.view, (saleId) => closedMarks(deps.store.redis, deps.store.layouts, saleId), gates);
+  const views = new SaleViews(deps.pool, deps.store.view, (saleId) => closedMarks(deps.store, saleId), gates);
   return async function view(ctx: Context): Promise<void> {
     const saleId = parseId(ctx.params.saleId);
     if (saleId === undefined) return reply(ctx, 'INVALID_SALE_ID');
