@@ -3,6 +3,7 @@
  * the CI seeds drawing every kind; and its summary counting what it ran. test/chaos.test.ts runs the campaign.
  */
 import { summary, type RunResult } from '../tools/chaos/campaign';
+import { checkLevers } from '../tools/chaos/levers';
 import { faultKinds, planFaults, planRun, type FaultSet } from '../tools/chaos/plan';
 import { Random } from '../tools/chaos/random';
 import { CI_SEEDS, CI_SERVER_SEEDS } from './support/chaosSeeds';
@@ -49,6 +50,8 @@ test('the summary counts each kind of fault, the runs it was in, and the runs wi
     accepted: 10,
     goneWithShard: 0,
     payments: 0,
+    cancels: 0,
+    controls: [],
     violations,
     durationMs: 1,
   });
@@ -64,4 +67,44 @@ test('the CI seeds draw every kind of fault of the single node, and the server s
   const node = drawn(CI_SEEDS, 'node');
   expect(faultKinds('node').filter((k) => !node.has(k))).toEqual([]);
   expect([...drawn(CI_SERVER_SEEDS, 'server')].filter((k) => k === 'temporal-history-kill' || k === 'temporal-frontend-restart').sort()).toEqual(['temporal-frontend-restart', 'temporal-history-kill']);
+});
+
+describe('the levers\' rules (checkLevers)', () => {
+  const rows = new Map([
+    ['cancelled', { status: 'CANCELLED' as const }],
+    ['paid', { status: 'PAID' as const }],
+    ['expired', { status: 'EXPIRED' as const }],
+  ]);
+  const pause = { action: 'pause' as const, sentAt: 1000, answeredAt: 1010 };
+  const resume = { action: 'resume' as const, sentAt: 2000, answeredAt: 2010 };
+
+  test('answers that agree with the end state, and 202s outside the pause, pass', () => {
+    const cancels = [
+      { orderId: 'cancelled', by: 'buyer' as const, outcome: '200' },
+      { orderId: 'paid', by: 'payment-failure' as const, outcome: '409 ORDER_ALREADY_PAID' },
+      { orderId: 'expired', by: 'buyer' as const, outcome: '409 PAYMENT_WINDOW_CLOSED' },
+    ];
+    const presses = [
+      { orderId: 'a', sentAt: 990, answeredAt: 1020 },
+      { orderId: 'b', sentAt: 1500, answeredAt: 2100 },
+      { orderId: 'c', sentAt: 2050, answeredAt: 2060 },
+    ];
+    expect(checkLevers(rows, new Set(['paid']), cancels, [pause, resume], presses, new Set())).toEqual([]);
+  });
+
+  test('a 200 cancel whose unit is still held, a refusal that disagrees, and a 202 pressed and answered while paused fail', () => {
+    const cancels = [
+      { orderId: 'cancelled', by: 'buyer' as const, outcome: '200' },
+      { orderId: 'expired', by: 'buyer' as const, outcome: '409 ORDER_ALREADY_PAID' },
+    ];
+    const presses = [{ orderId: 'late', sentAt: 1200, answeredAt: 1300 }];
+    const violations = checkLevers(rows, new Set(['cancelled']), cancels, [pause, resume], presses, new Set());
+    expect(violations).toHaveLength(3);
+    expect(violations[2]).toMatch(/^202 late pressed 190 ms after the pause's answer$/);
+  });
+
+  test('after an end, no resume: every later 202 fails', () => {
+    const end = { action: 'end' as const, sentAt: 3000, answeredAt: 3005 };
+    expect(checkLevers(rows, new Set(), [], [end], [{ orderId: 'x', sentAt: 9000, answeredAt: 9001 }], new Set())).toHaveLength(1);
+  });
 });

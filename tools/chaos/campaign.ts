@@ -51,6 +51,9 @@ export interface RunResult {
   /** 202s whose order a shard loss took before PostgreSQL had it: gone by design (docs/operations.md), not a violation. */
   goneWithShard: number;
   payments: number;
+  /** Cancels sent, and the controls answered (pause, resume, end). */
+  cancels: number;
+  controls: string[];
   violations: string[];
   durationMs: number;
 }
@@ -89,7 +92,7 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet, set: FaultS
   }, shardPlacer(clients.store.redis));
   await loadSale(clients.pool, clients.store, created.saleId, false);
   const layout = await clients.store.layouts.get(created.saleId);
-  const seen: Observed = { accepted: [], lostWithShard: new Set(), fiveHundreds: [], payments: [] };
+  const seen: Observed = { accepted: [], lostWithShard: new Set(), fiveHundreds: [], payments: [], cancels: [], controls: [], presses: [] };
   const opened = Date.now();
   await Promise.all([
     trade(rng, clients, fleet, created, quantity, priceMinor, windowMs, seen),
@@ -120,6 +123,8 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet, set: FaultS
     accepted: seen.accepted.length,
     goneWithShard: gone.size,
     payments: seen.payments.length,
+    cancels: seen.cancels.length,
+    controls: seen.controls.filter((c) => c.answeredAt !== undefined).map((c) => c.action),
     violations,
     durationMs: Date.now() - t0,
   };
@@ -132,7 +137,7 @@ function replayCommand(seed: number, set: FaultSet): string {
 
 const runLine = (r: RunResult) =>
   `seed ${r.seed} sale ${r.saleId}: faults ${r.faults.map((f) => `${f.kind}@${(f.atMs / 1000).toFixed(1)}s`).join(', ')} | ` +
-  `202 ${r.accepted}${r.goneWithShard ? ` (${r.goneWithShard} gone with a shard)` : ''} | ${Object.entries(r.orders).map(([s, n]) => `${s} ${n}`).join(', ')} | payments ${r.payments} | ${(r.durationMs / 1000).toFixed(0)} s → ` +
+  `202 ${r.accepted}${r.goneWithShard ? ` (${r.goneWithShard} gone with a shard)` : ''} | ${Object.entries(r.orders).map(([s, n]) => `${s} ${n}`).join(', ')} | payments ${r.payments} | cancels ${r.cancels} | ${r.controls.join('+') || 'no control'} | ${(r.durationMs / 1000).toFixed(0)} s → ` +
   (r.violations.length ? `VIOLATION (${r.violations.length})` : 'ok');
 
 /**

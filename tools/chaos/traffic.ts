@@ -15,6 +15,7 @@ import { StartQueue } from '../../src/reservation/startQueue';
 import { paidSignal } from '../../src/workflows/definitions';
 import { Random } from './random';
 import type { Fleet } from './fleet';
+import { cancelLater, checkLevers, operate, type CancelSent, type ControlSent, type PressTimes } from './levers';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -30,6 +31,10 @@ export interface Observed {
   lostWithShard: Set<string>;
   fiveHundreds: string[];
   payments: { orderId: string; paymentId: string; channel: 'route' | 'signal'; outcome: string }[];
+  cancels: CancelSent[];
+  controls: ControlSent[];
+  /** When each 202's press was sent and answered (checkLevers). */
+  presses: PressTimes[];
 }
 
 export interface Clients {
@@ -56,26 +61,13 @@ async function call(url: string, init: { method: string; headers: Record<string,
   }
 }
 
-/** Runs the crowd and the payments of one run (its faults run beside). */
-export async function trade(rng: Random, clients: Clients, fleet: Fleet, sale: { saleId: number; items: { itemId: number }[] }, units: number, priceMinor: number, windowMs: number, seen: Observed): Promise<void> {
+/**
+ * The campaign's payment service: pays an accepted order after a random wait, through the route (each try to the
+ * next API's internal door) or the `paid` signal, sometimes first with a wrong amount, sometimes twice.
+ */
+function payer(rng: Random, clients: Clients, fleet: Fleet, priceMinor: number, windowMs: number, seen: Observed) {
   const { config } = clients;
-  const sign = createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 3_600_000 });
-  const buyers = units * 2 + rng.int(0, 10);
-  const presses: { token: string; itemId: number; atMs: number }[] = [];
-  for (let b = 0; b < buyers; b++) {
-    const token = sign({ sub: `chaos-${sale.saleId}-${b}` });
-    const itemId = rng.pick(sale.items).itemId;
-    presses.push({ token, itemId, atMs: rng.int(0, CROWD_MS) });
-    if (rng.chance(0.2)) presses.push({ token, itemId, atMs: rng.int(0, CROWD_MS) });
-    if (rng.chance(0.1)) presses.push({ token, itemId: rng.pick(sale.items).itemId, atMs: rng.int(0, CROWD_MS) });
-  }
-  const apiUrl = () => `http://${config.API_HOST}:${rng.pick(fleet.apis).port}`;
-  // Read as the sale page reads it, before the crowd presses (no draw from rng: the seed's plan stays the same).
-  const gate = await saleGateOf(`http://${config.API_HOST}:${fleet.apis[0].port}`, sale.saleId, Date.now() + 60_000);
-  const payments: Promise<void>[] = [];
-  const start = Date.now();
-
-  const pay = async (orderId: string) => {
+  return async (orderId: string) => {
     const paymentId = `pay-${orderId}`;
     const channel = rng.chance(0.7) ? 'route' : 'signal';
     const wrongFirst = channel === 'route' && rng.chance(0.1);
@@ -116,25 +108,53 @@ export async function trade(rng: Random, clients: Clients, fleet: Fleet, sale: {
     seen.payments.push({ orderId, paymentId, channel, outcome: await attempt(priceMinor) });
     if (twice) seen.payments.push({ orderId, paymentId, channel, outcome: await attempt(priceMinor) });
   };
+}
 
-  await Promise.all(
-    rng.shuffle(presses).map(async (press) => {
-      await sleep(Math.max(0, start + press.atMs - Date.now()));
-      for (let tries = 0; tries < 20; tries++) {
-        const reply = await call(`${apiUrl()}/api/flash-sales/items/${press.itemId}/purchase`, { method: 'POST', headers: { authorization: `Bearer ${press.token}`, 'sale-gate': gate } }, seen);
-        if (reply.status === 202) {
-          const orderId = reply.body.orderId as string;
-          seen.accepted.push(orderId);
-          if (rng.chance(0.6)) payments.push(pay(orderId));
-          return;
-        }
-        // A buyer presses again after an outage (no answer, or 503); any other answer is final.
-        if (reply.status !== 0 && reply.status !== 503) return;
-        await sleep(300);
+/** Runs the crowd, the payments, the cancels and the operator's controls of one run (its faults run beside). */
+export async function trade(rng: Random, clients: Clients, fleet: Fleet, sale: { saleId: number; items: { itemId: number }[] }, units: number, priceMinor: number, windowMs: number, seen: Observed): Promise<void> {
+  const { config } = clients;
+  const sign = createSigner({ key: config.JWT_SECRET, algorithm: 'HS256', expiresIn: 3_600_000 });
+  const buyers = units * 2 + rng.int(0, 10);
+  const presses: { token: string; itemId: number; atMs: number }[] = [];
+  for (let b = 0; b < buyers; b++) {
+    const token = sign({ sub: `chaos-${sale.saleId}-${b}` });
+    const itemId = rng.pick(sale.items).itemId;
+    presses.push({ token, itemId, atMs: rng.int(0, CROWD_MS) });
+    if (rng.chance(0.2)) presses.push({ token, itemId, atMs: rng.int(0, CROWD_MS) });
+    if (rng.chance(0.1)) presses.push({ token, itemId: rng.pick(sale.items).itemId, atMs: rng.int(0, CROWD_MS) });
+  }
+  const apiUrl = () => `http://${config.API_HOST}:${rng.pick(fleet.apis).port}`;
+  // Read as the sale page reads it, before the crowd presses (no draw from rng: the seed's plan stays the same).
+  const gate = await saleGateOf(`http://${config.API_HOST}:${fleet.apis[0].port}`, sale.saleId, Date.now() + 60_000);
+  const pay = payer(rng, clients, fleet, priceMinor, windowMs, seen);
+  // Payments and cancels under way; a cancel's buyer may buy again, whose order may be paid or cancelled in turn.
+  const pending: Promise<void>[] = [operate(rng, config, fleet, sale.saleId, CROWD_MS, seen.controls)];
+  const start = Date.now();
+
+  const press = async (token: string, itemId: number): Promise<void> => {
+    for (let tries = 0; tries < 20; tries++) {
+      const sentAt = Date.now();
+      const reply = await call(`${apiUrl()}/api/flash-sales/items/${itemId}/purchase`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'sale-gate': gate } }, seen);
+      if (reply.status === 202) {
+        const orderId = reply.body.orderId as string;
+        seen.accepted.push(orderId);
+        seen.presses.push({ orderId, sentAt, answeredAt: Date.now() });
+        if (rng.chance(0.6)) pending.push(pay(orderId));
+        if (rng.chance(0.15)) pending.push(cancelLater(rng, config, fleet, orderId, token, windowMs, seen.cancels, () => press(token, itemId)));
+        return;
       }
+      // A buyer presses again after an outage or a pause (no answer, or 503); any other answer is final.
+      if (reply.status !== 0 && reply.status !== 503) return;
+      await sleep(300);
+    }
+  };
+  await Promise.all(
+    rng.shuffle(presses).map(async (p) => {
+      await sleep(Math.max(0, start + p.atMs - Date.now()));
+      await press(p.token, p.itemId);
     }),
   );
-  await Promise.all(payments);
+  while (pending.length) await Promise.all(pending.splice(0));
 }
 
 /**
@@ -162,12 +182,14 @@ export async function checkRun(clients: Clients, saleId: number, quantity: numbe
   const refunded = new Set([...events.values()].filter((e) => e.type === 'PaymentRefundRequired').map((e) => `${e.orderId}:${e.paymentId}`));
   for (const p of seen.payments.filter((p) => !gone.has(p.orderId))) {
     const row = byId.get(p.orderId);
-    const back = !held.has(p.orderId) && (row?.status === 'EXPIRED' || row?.status === 'REJECTED');
+    const back = !held.has(p.orderId) && (row?.status === 'EXPIRED' || row?.status === 'REJECTED' || row?.status === 'CANCELLED');
     const ok =
       p.outcome === '200'
         ? row?.status === 'PAID' && row.paymentId === p.paymentId && held.has(p.orderId)
         : p.outcome === '409 PAYMENT_WINDOW_CLOSED'
           ? back
+          : p.outcome === '409 ORDER_CANCELLED'
+            ? back && row?.status === 'CANCELLED'
           : p.outcome === '409 ORDER_NOT_PENDING'
             ? back || (row?.status === 'PAID' && row.paymentId !== p.paymentId)
             : p.outcome === '422 AMOUNT_MISMATCH'
@@ -178,7 +200,8 @@ export async function checkRun(clients: Clients, saleId: number, quantity: numbe
     if (!ok) violations.push(`payment ${p.paymentId} by ${p.channel}: ${p.outcome}, but the order is ${row?.status ?? 'missing'} (${row?.paymentId ?? 'no payment'}, unit ${held.has(p.orderId) ? 'held' : 'back'})`);
   }
   violations.push(...seen.fiveHundreds.map((line) => `5xx without Retry-After: ${line}`));
-  const back = rows.filter((r) => r.status === 'EXPIRED' || r.status === 'REJECTED').length;
+  violations.push(...checkLevers(byId, held, seen.cancels, seen.controls, seen.presses, gone));
+  const back = rows.filter((r) => r.status === 'EXPIRED' || r.status === 'REJECTED' || r.status === 'CANCELLED').length;
   // A unit whose order went with a lost shard is counted free again by the rebuild: it may be sold once more.
   if (seen.accepted.length > quantity + back + gone.size) violations.push(`${seen.accepted.length} × 202 > stock ${quantity} + ${back} units back + ${gone.size} gone with a shard`);
   return violations;
