@@ -62,10 +62,14 @@ test('2,000 buyers, 200 units, 10 s payment window: every unit ends PAID, nothin
   // everyone else hears 410 (or 409 on a repeated press).
   expect(wave1.statusCounts['202']).toBeGreaterThanOrEqual(200);
   expect(wave1.requests).toBe((wave1.statusCounts['202'] ?? 0) + (wave1.statusCounts['409'] ?? 0) + (wave1.statusCounts['410'] ?? 0));
-  // Every unit that came back from an expired order was sold again, and all of those were paid.
+  // Every unit that came back from an expired or cancelled order (a buyer's cancel, a declined charge) was sold
+  // again, to the buyer who cancelled or in wave 2, and all of those were paid.
   const expired = result.finalCounts.EXPIRED ?? 0;
+  const cancelled = result.finalCounts.CANCELLED ?? 0;
   expect(expired).toBeGreaterThan(0);
-  expect((wave1.statusCounts['202'] ?? 0) + (wave2.statusCounts['202'] ?? 0)).toBe(200 + expired);
+  expect(cancelled).toBeGreaterThan(0);
+  expect(cancelled).toBe((result.cancels.cancels.CANCELLED ?? 0) + (result.payments.declined.CANCELLED ?? 0));
+  expect((wave1.statusCounts['202'] ?? 0) + (wave2.statusCounts['202'] ?? 0) + (result.cancels.boughtAgain['202'] ?? 0)).toBe(200 + expired + cancelled);
   expect(result.finalCounts.PAID).toBe(200);
   expect(result.finalCounts.PENDING).toBeUndefined();
   expect(result.finalCounts.REJECTED).toBeUndefined();

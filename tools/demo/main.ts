@@ -19,6 +19,8 @@ const FLAGS: Record<string, keyof typeof DEFAULT_DEMO> = {
   quantity: 'quantity',
   items: 'items',
   'pay-share': 'payShare',
+  'cancel-share': 'cancelShare',
+  'decline-share': 'declineShare',
   'payment-window-ms': 'paymentWindowMs',
   'second-wave': 'secondWaveBuyers',
   'impatient-share': 'impatientShare',
@@ -41,7 +43,7 @@ function options(): DemoOptions {
     const text = values[flag];
     if (text === undefined) continue;
     const value = Number(text);
-    const isShare = key === 'payShare' || key === 'impatientShare';
+    const isShare = key === 'payShare' || key === 'impatientShare' || key === 'cancelShare' || key === 'declineShare';
     if (!Number.isFinite(value) || value < 0 || (isShare ? value > 1 : !Number.isInteger(value))) {
       console.error(`--${flag} ${text}: expected ${isShare ? 'a number from 0 to 1' : 'a whole number >= 0'}`);
       process.exit(2);

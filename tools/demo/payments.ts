@@ -25,6 +25,8 @@ export interface PaymentServiceOptions {
   paymentWindowMs: number;
   /** No attempt after this (ms since the epoch). */
   hardStopMs: number;
+  /** Share of route checkouts whose charge is declined: reported to the payment-failure route instead. */
+  declineShare: number;
 }
 
 /** One payment attempt as the service saw it: kept beside the report (payments.jsonl) to line up with the API's log. */
@@ -55,19 +57,57 @@ export class PaymentService {
 
   constructor(private readonly o: PaymentServiceOptions) {}
 
-  /** @param deadlineMs the order's payment deadline as its 202 showed it (ms since the epoch) */
-  pay(orderId: string, deadlineMs: number, viaSignal: boolean): void {
+  /**
+   * @param deadlineMs the order's payment deadline as its 202 showed it (ms since the epoch)
+   * @param mayDecline whether a route checkout may be declined (declineShare): wave 1's orders only, so that the
+   *   units wave 2 and the buyers' second orders take all end PAID
+   */
+  pay(orderId: string, deadlineMs: number, viaSignal: boolean, mayDecline = false): void {
     // A buyer takes a couple of seconds or more to pay, and may take up to half of the window.
     const delay = randomInt(2000, Math.max(2001, Math.floor(this.o.paymentWindowMs / 2)));
+    if (mayDecline && !viaSignal && Math.random() < this.o.declineShare) {
+      this.inFlight.push(sleep(delay).then(() => this.decline(orderId)));
+      return;
+    }
     // A signal's checkout opens once the order is stored: one sent on the row's first sight would land in the very
     // workflow task that stored it, and a task that also settles the order is refused UNHANDLED_COMMAND.
     const opened = viaSignal ? this.stored(orderId).then(() => sleep(delay)) : sleep(delay);
     this.inFlight.push(opened.then(() => this.checkout(orderId, deadlineMs, viaSignal)));
   }
 
-  /** Resolves once every payment sent so far has its definitive answer. */
+  /** Resolves once every payment sent so far, and every task handed to track, has its definitive answer. */
   async settled(): Promise<void> {
     await Promise.all(this.inFlight);
+  }
+
+  /** Holds `settled` until the task is done too (the buyers' cancels, whose second orders it pays). */
+  track(task: Promise<void>): void {
+    this.inFlight.push(task);
+  }
+
+  /** Reports the order's charge as declined (the order is then CANCELLED, its unit back), again after a 5xx. */
+  private async decline(orderId: string): Promise<void> {
+    for (let tries = 1; Date.now() < this.o.hardStopMs && !this.stopping; tries++) {
+      try {
+        const res = await request(`${this.o.paymentsUrl}/api/flash-sales/orders/${orderId}/payment-failure`, {
+          dispatcher: this.agent,
+          method: 'POST',
+          headers: { authorization: `Bearer ${this.o.token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ paymentId: `declined-${orderId}`, declineCode: 'card_declined' }),
+        });
+        const body = (await res.body.json().catch(() => ({}))) as { error?: string };
+        if (res.statusCode < 500) {
+          const code = res.statusCode === 200 ? 'CANCELLED' : (body.error ?? `HTTP_${res.statusCode}`);
+          this.tally.declined[code] = (this.tally.declined[code] ?? 0) + 1;
+          return;
+        }
+      } catch {
+        // No answer: try again.
+      }
+      this.tally.retried += 1;
+      await sleep(Math.min(5000, 250 * tries));
+    }
+    this.tally.failed += 1;
   }
 
   /** Stops: no attempt more, the payments in flight end, the connections close. */

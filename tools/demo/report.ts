@@ -20,6 +20,9 @@ function serverLine(server: DemoResult['server']): string {
 const lag = (l: LagSummary) => (l.count ? `${l.count} orders, p50 ${l.p50}, p99 ${l.p99}, max ${l.max}` : 'none');
 
 /** The report as Markdown: waves, latencies, timings, final counts, audit. */
+/** A tally as `CODE n, …`, or none. */
+const codes = (tally: Record<string, number>) => Object.entries(tally).map(([code, n]) => `${code} ${n}`).join(', ') || 'none';
+
 export function renderMarkdown(r: DemoResult): string {
   const d = r.drain;
   const st = r.stampede;
@@ -54,6 +57,8 @@ export function renderMarkdown(r: DemoResult): string {
     `- **route** (\`POST /orders/{id}/payment\`: the payment service's own call, decided by PostgreSQL from the 202 on, whether or not the order's workflow has run): ${routeLine(r.payments.route)}.`,
     `- **\`paid\` signal** (how a payment service that talks to Temporal reports a payment; its buyer pays a think time after the order is stored, before the deadline): paid ${r.payments.signal.paid}, refused because the workflow handled it after the deadline ${r.payments.signal.handledAfterDeadline} (each refused signal is a PaymentRefundRequired event).`,
     `- buyers back after the checkout closed at their order's deadline (nothing charged, nothing sent): route ${r.payments.checkoutClosed.route}, signal ${r.payments.checkoutClosed.signal} (a signal's checkout opens only once its order is stored).`,
+    `- declined charges reported (\`POST /orders/{id}/payment-failure\`, ${Math.round(r.options.declineShare * 100)}% of route checkouts): ${codes(r.payments.declined)}.`,
+    `- buyers who cancelled (\`POST /orders/{id}/cancel\`, ${Math.round(r.options.cancelShare * 100)}% of wave 1's orders): ${codes(r.cancels.cancels)}; then pressed Buy again: ${codes(r.cancels.boughtAgain)} (a 202 is paid by the route).`,
     `- retried after a 503 or a network error ${r.payments.retried} (503s ${r.payments.unavailable}, ${r.payments.unavailableWithRetryAfter} with Retry-After), given up ${r.payments.failed}. Answered in (ms, per attempt, p50 / p99 / max): route ${latency(r.paymentLatencyMs.route)} (sent during wave 1's presses ${latency(r.paymentLatencyMs.routeDuringStampede)}, after them ${latency(r.paymentLatencyMs.routeAfterStampede)}), signal ${latency(r.paymentLatencyMs.signal)}.`,
     '',
     `Drain of wave 1: ${d.orders} orders final ${d.msToAllFinal} ms after the start, ${d.ordersPerS} orders/s; CPU per order ${d.cpuMsPerOrder.total} ms (Temporal ${d.cpuMsPerOrder.temporal}, worker ${d.cpuMsPerOrder.worker}, PostgreSQL ${d.cpuMsPerOrder.postgres}); the API process ${d.apiCpuMs} ms in all.`,

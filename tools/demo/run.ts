@@ -24,9 +24,10 @@ import { perOrder, serverCounters, serverFigures, signalFates, summarize, withMa
 import { scanHistories } from './histories';
 import { LEGEND, startLiveLine } from './live';
 import { PaymentService } from './payments';
+import { BuyerCancels } from './cancels';
 import { renderMarkdown } from './report';
 import { closeRun, openRun, startProcesses, type Run, type Urls } from './stack';
-import type { DemoOptions, DemoResult, WaveSummary } from './types';
+import type { CancelTally, DemoOptions, DemoResult, WaveSummary } from './types';
 
 export { DEFAULT_DEMO, type DemoOptions, type DemoResult } from './types';
 
@@ -65,6 +66,7 @@ interface Wave1 {
   atSoldOut: StackCpu;
   gate: string | undefined;
   serverAtStart: ServerReading | undefined;
+  cancels: CancelTally;
 }
 
 /** Signs `count` buyer tokens (HS256, 2 h) the way an identity provider would; subjects are prefix + index. */
@@ -95,7 +97,16 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     print('starting the API and the worker…');
     const urls = await startProcesses(run);
     const sale = await openSale(run, urls, runTag);
-    payer = new PaymentService({ pool: run.pool, temporal: run.temporal, paymentsUrl: urls.paymentsUrl, token: run.config.PAYMENT_SERVICE_TOKEN, priceMinor: options.priceMinor, paymentWindowMs: options.paymentWindowMs, hardStopMs: run.hardStopMs });
+    payer = new PaymentService({
+      pool: run.pool,
+      temporal: run.temporal,
+      paymentsUrl: urls.paymentsUrl,
+      token: run.config.PAYMENT_SERVICE_TOKEN,
+      priceMinor: options.priceMinor,
+      paymentWindowMs: options.paymentWindowMs,
+      hardStopMs: run.hardStopMs,
+      declineShare: options.declineShare,
+    });
     print(LEGEND);
     stopLive = startLiveLine(print, liveLine(run, sale, payer, Date.now()));
     const wave1 = await runWave1(run, urls, sale, payer, wave1Tokens);
@@ -134,16 +145,20 @@ async function openSale(run: Run, urls: Urls, runTag: string): Promise<Sale> {
 }
 
 /**
- * Counts each answer; hands a share of the 202s to the payment service.
+ * Counts each answer; hands a share of the 202s to the payment service, and (wave 1) a share of the others to
+ * buyers who cancel and buy again.
  * @param signalShare of the paid orders, the share paid by the `paid` signal once stored (the rest by the route)
+ * @param cancels the cancelling buyers, the share of all orders they take, and each buyer's press
  */
-function onResult(sale: Sale, payer: PaymentService, payShare: number, signalShare: number) {
+function onResult(sale: Sale, payer: PaymentService, payShare: number, signalShare: number, cancels?: { buyers: BuyerCancels; share: number; pressOf: Map<string, Press> }) {
   return (r: PressResult) => {
     sale.counts[r.status] = (sale.counts[r.status] ?? 0) + 1;
     if (r.status !== 202 || !r.orderId) return;
     sale.accepted.push(r.orderId);
     if (r.paymentDeadlineMs === undefined) throw new Error(`202 for order ${r.orderId} without a paymentDeadline`);
-    if (Math.random() < payShare) payer.pay(r.orderId, r.paymentDeadlineMs, Math.random() < signalShare);
+    if (Math.random() < payShare) return payer.pay(r.orderId, r.paymentDeadlineMs, Math.random() < signalShare, cancels !== undefined);
+    const press = cancels?.pressOf.get(r.buyer);
+    if (cancels && press && Math.random() < cancels.share / (1 - payShare)) payer.track(cancels.buyers.cancel(r.orderId, press.token, press.itemId));
   };
 }
 
@@ -219,8 +234,15 @@ async function runWave1(run: Run, urls: Urls, sale: Sale, payer: PaymentService,
   const samples = [cpuAtStart];
   const sampling = setInterval(() => samples.push(stackCpu()), STAMPEDE_SAMPLE_MS);
   const gate = await saleGateOf(urls.baseUrl, sale.saleId, run.hardStopMs);
+  // A buyer's second order is paid by the route, like wave 2's.
+  const onAccepted = (orderId: string, deadlineMs: number) => {
+    sale.accepted.push(orderId);
+    payer.pay(orderId, deadlineMs, false);
+  };
+  const buyers = new BuyerCancels({ baseUrl: urls.baseUrl, gate, paymentWindowMs: options.paymentWindowMs, hardStopMs: run.hardStopMs, onAccepted });
+  const cancels = { buyers, share: options.cancelShare, pressOf: new Map(presses.map((p) => [p.buyer, p])) };
   payer.stampeding = true;
-  const results = await pressAll({ baseUrl: urls.baseUrl, presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: run.hardStopMs, onResult: onResult(sale, payer, options.payShare, 0.5) }).finally(() => {
+  const results = await pressAll({ baseUrl: urls.baseUrl, presses, gate, concurrency: options.concurrency, rate: options.rate, deadlineMs: run.hardStopMs, onResult: onResult(sale, payer, options.payShare, 0.5, cancels) }).finally(() => {
     clearInterval(sampling);
     payer.stampeding = false;
   });
@@ -239,7 +261,7 @@ async function runWave1(run: Run, urls: Urls, sale: Sale, payer: PaymentService,
   const cpuAtFinal = stackCpu();
   const lastPersisted = await run.pool.query<{ ms: number | null }>('SELECT (extract(epoch FROM max(created_at)) * 1000)::float8 AS ms FROM orders WHERE sale_id = $1', [sale.saleId]);
   const lastPersistedMs = lastPersisted.rows[0].ms === null ? null : Math.round(lastPersisted.rows[0].ms - sale.saleStartMs);
-  return { summary, results, accepted, lastStartedMs, lastPersistedMs, msToFinal, cpuAtStart, cpuAtFinal, atSoldOut, gate, serverAtStart };
+  return { summary, results, accepted, lastStartedMs, lastPersistedMs, msToFinal, cpuAtStart, cpuAtFinal, atSoldOut, gate, serverAtStart, cancels: buyers.tally };
 }
 
 /**
@@ -298,6 +320,7 @@ async function report(run: Run, urls: Urls, sale: Sale, payer: PaymentService, w
     msFromStartToLastStarted: wave1.lastStartedMs,
     stagesMs: { setup: sale.saleStartMs - run.startMs, sale: settledMs - sale.saleStartMs, checks: Date.now() - settledMs },
     msFromStartToLastPersisted: wave1.lastPersistedMs,
+    cancels: wave1.cancels,
     payments: payer.tally,
     paymentLatencyMs: { route: withMax(latencies.route), routeDuringStampede: withMax(latencies.routeDuringStampede), routeAfterStampede: withMax(latencies.routeAfterStampede), signal: withMax(latencies.signal) },
     drain: {

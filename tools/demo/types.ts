@@ -14,6 +14,10 @@ export interface DemoOptions {
   impatientPresses: number;
   /** Share of first-wave orders the payment service pays. */
   payShare: number;
+  /** Share of first-wave orders whose buyer cancels (of those not paid) and presses Buy again. */
+  cancelShare: number;
+  /** Share of the payment service's route checkouts whose charge is declined: reported as a payment failure. */
+  declineShare: number;
   paymentWindowMs: number;
   /** Distinct new buyers in the second wave (all of their orders are paid). */
   secondWaveBuyers: number;
@@ -46,6 +50,8 @@ export const DEFAULT_DEMO: Omit<DemoOptions, 'print'> = {
   impatientShare: 0.1,
   impatientPresses: 3,
   payShare: 0.7,
+  cancelShare: 0.05,
+  declineShare: 0.05,
   paymentWindowMs: 30_000,
   secondWaveBuyers: 10_000,
   concurrency: 200,
@@ -97,6 +103,8 @@ export interface DemoResult {
    */
   stagesMs: { setup: number; sale: number; checks: number };
   payments: PaymentTally;
+  /** Wave 1's buyers who cancelled and pressed again (BuyerCancels). */
+  cancels: CancelTally;
   /**
    * Per attempt, from request to answer: the payment route (any status), also split by when the attempt was sent
    * (during wave 1's presses, or after them, while the drain's backlog is stored), and the `paid` signal.
@@ -135,10 +143,22 @@ export interface PaymentTally {
   failed: number;
   unavailable: number;
   unavailableWithRetryAfter: number;
+  /** Declined charges reported (POST /orders/{id}/payment-failure), by answer: CANCELLED or the refusal's code. */
+  declined: Record<string, number>;
 }
 
 export function newPaymentTally(): PaymentTally {
-  return { route: {}, signal: { paid: 0, handledAfterDeadline: 0 }, checkoutClosed: { route: 0, signal: 0 }, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0 };
+  return { route: {}, signal: { paid: 0, handledAfterDeadline: 0 }, checkoutClosed: { route: 0, signal: 0 }, retried: 0, failed: 0, unavailable: 0, unavailableWithRetryAfter: 0, declined: {} };
+}
+
+/** Buyers' cancels by answer (CANCELLED or the refusal's code), and their second presses by HTTP status. */
+export interface CancelTally {
+  cancels: Record<string, number>;
+  boughtAgain: Record<string, number>;
+}
+
+export function newCancelTally(): CancelTally {
+  return { cancels: {}, boughtAgain: {} };
 }
 
 export type LatencyWithMax = ReturnType<typeof latencySummary> & { max: number };
