@@ -46,7 +46,8 @@ export class BuyerCancels {
       try {
         const res = await request(`${this.o.baseUrl}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, ...(gate && { 'sale-gate': gate }) } });
         const body = (await res.body.json().catch(() => ({}))) as { error?: string; orderId?: string; paymentDeadline?: string };
-        if (res.statusCode !== 503) return { status: res.statusCode, ...body };
+        // The body's own `status` (CANCELLED, PENDING) is not the HTTP status: only the fields read are taken.
+        if (res.statusCode !== 503) return { status: res.statusCode, error: body.error, orderId: body.orderId, paymentDeadline: body.paymentDeadline };
       } catch {
         // No answer: the API restarting or its accept queue full; try again.
       }
