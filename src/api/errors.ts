@@ -50,6 +50,11 @@ export const STATUS_OF = {
 
 export type ErrorCode = keyof typeof STATUS_OF;
 
+/** @returns a validation failure's issues as `path: message` lines, the `details` of an INVALID_BODY answer */
+export function issuesOf(error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] }): string[] {
+  return error.issues.map((i) => `${i.path.map(String).join('.')}: ${i.message}`);
+}
+
 /** Seconds a client should wait before retrying a 503. */
 export const RETRY_AFTER_S = 1;
 /** Seconds a buyer should wait before pressing again in a paused sale: a pause is an operator's, not a blip. */

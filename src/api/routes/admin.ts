@@ -10,7 +10,7 @@ import { MarkNotReplicated } from '../../reservation/closing';
 import { controlSale, SaleEnded, type SaleControl } from '../../sale/controls';
 import { createSale, findSale, loadSale, RebuildNeeded, RebuildRefused, SaleInput, type Sale } from '../../sale/sales';
 import type { AppDeps } from '../deps';
-import { reply } from '../errors';
+import { issuesOf, reply } from '../errors';
 import { shardPlacer, sharedMasters } from '../../reservation/placement';
 
 async function withStock(deps: AppDeps, sale: Sale) {
@@ -25,7 +25,7 @@ export function createSaleHandler(deps: AppDeps) {
   return async function create(ctx: Context): Promise<void> {
     const input = SaleInput.safeParse(ctx.request.body);
     if (!input.success) {
-      const details = input.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+      const details = issuesOf(input.error);
       // Only the rules between fields left (refinements, which openapi.yaml's schema cannot state): the body
       // has the documented shape and breaks a rule of the sale, 422; any shape fault is 400.
       return reply(ctx, input.error.issues.every((i) => i.code === 'custom') ? 'INVALID_SALE' : 'INVALID_BODY', { details });

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { isOrderId, PAYMENT_ID, type CancelReason } from '../../order/types';
 import type { BuyerState } from '../auth';
 import type { AppDeps } from '../deps';
-import { reply } from '../errors';
+import { issuesOf, reply } from '../errors';
 
 const PaymentFailureBody = z.object({ paymentId: z.string().regex(PAYMENT_ID, 'printable ASCII, 1-200 characters'), declineCode: z.string().regex(PAYMENT_ID).optional() }).strict();
 const OperatorCancelBody = z.object({ note: z.string().min(1).max(500) }).strict();
@@ -35,7 +35,7 @@ export function paymentFailureHandler(deps: AppDeps) {
     const orderId: string = ctx.params.orderId;
     if (!isOrderId(orderId)) return reply(ctx, 'ORDER_NOT_FOUND');
     const body = PaymentFailureBody.safeParse(ctx.request.body);
-    if (!body.success) return reply(ctx, 'INVALID_BODY', { details: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`) });
+    if (!body.success) return reply(ctx, 'INVALID_BODY', { details: issuesOf(body.error) });
     deps.log.info({ orderId, ...body.data }, 'payment failure reported');
     await cancel(deps, ctx, orderId, 'PAYMENT_FAILED');
   };
@@ -47,7 +47,7 @@ export function operatorCancelHandler(deps: AppDeps) {
     const orderId: string = ctx.params.orderId;
     if (!isOrderId(orderId)) return reply(ctx, 'ORDER_NOT_FOUND');
     const body = OperatorCancelBody.safeParse(ctx.request.body);
-    if (!body.success) return reply(ctx, 'INVALID_BODY', { details: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`) });
+    if (!body.success) return reply(ctx, 'INVALID_BODY', { details: issuesOf(body.error) });
     deps.log.warn({ orderId, note: body.data.note }, 'order cancelled by an operator');
     await cancel(deps, ctx, orderId, 'OPERATOR');
   };

@@ -3,8 +3,6 @@
  * itself, and the live figures it reads every second (GET /api/admin/sales/{saleId}/live, admin credential). Its
  * controls are the admin routes (pause, resume, end, cancel an order), each asked for with a confirmation.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Context } from 'koa';
 import { parseId } from '../../order/ids';
 import type { OrderStatus } from '../../order/types';
@@ -13,8 +11,8 @@ import { StartQueue } from '../../reservation/startQueue';
 import { findSale } from '../../sale/sales';
 import type { AppDeps } from '../deps';
 import { reply } from '../errors';
+import { assetHandler, pageHandler } from '../webFiles';
 
-const WEB = join(__dirname, '..', '..', 'web');
 /** How far back the drain rate looks, s. */
 const DRAIN_WINDOW_S = 10;
 // The console runs its own script and style sheet only, in no one else's frame; it holds the admin token in its
@@ -31,27 +29,10 @@ const CONSOLE_FILES: Record<string, string> = {
 };
 
 /** GET /console/sales/{saleId}: the console page, the same for every sale (its script reads the id from the path). */
-export function consolePageHandler() {
-  const html = readFileSync(join(WEB, 'console.html'), 'utf8');
-  return function page(ctx: Context): void {
-    if (parseId(ctx.params.saleId) === undefined) return reply(ctx, 'INVALID_SALE_ID');
-    ctx.set(CONSOLE_HEADERS);
-    ctx.type = 'text/html; charset=utf-8';
-    ctx.body = html;
-  };
-}
+export const consolePageHandler = () => pageHandler('console.html', CONSOLE_HEADERS);
 
 /** GET /console/assets/{file}: the console's script and style sheet. */
-export function consoleAssetHandler() {
-  const files = new Map(Object.entries(CONSOLE_FILES).map(([name, type]) => [name, { type, body: readFileSync(join(WEB, name), 'utf8') }]));
-  return function asset(ctx: Context): void {
-    const file = files.get(ctx.params.file);
-    if (!file) return reply(ctx, 'NOT_FOUND');
-    ctx.set(CONSOLE_HEADERS);
-    ctx.type = file.type;
-    ctx.body = file.body;
-  };
-}
+export const consoleAssetHandler = () => assetHandler(CONSOLE_FILES, CONSOLE_HEADERS);
 
 /** @returns a counter's or a histogram count's values by their `code` label (this process's) */
 async function byCode(metric: { get(): Promise<{ values: { labels: Record<string, string | number>; value: number; metricName?: string }[] }> }): Promise<Record<string, number>> {

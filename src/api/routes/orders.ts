@@ -9,7 +9,7 @@ import { isOrderId, PAYMENT_ID, type Payment } from '../../order/types';
 import type { BuyerState } from '../auth';
 import type { ServiceState } from '../serviceAuth';
 import type { AppDeps } from '../deps';
-import { reply, type AnsweredState, type ErrorCode } from '../errors';
+import { issuesOf, reply, type AnsweredState, type ErrorCode } from '../errors';
 import { ATTR, linkTo } from '../../tracing';
 
 const PaymentBody = z.object({ paymentId: z.string().regex(PAYMENT_ID, 'printable ASCII, 1-200 characters'), amount: z.number().int().min(0) }).strict();
@@ -39,7 +39,7 @@ export function paymentHandler(deps: AppDeps) {
     const orderId: string = ctx.params.orderId;
     if (!isOrderId(orderId)) return reply(ctx, 'ORDER_NOT_FOUND');
     const body = PaymentBody.safeParse(ctx.request.body);
-    if (!body.success) return reply(ctx, 'INVALID_BODY', { details: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`) });
+    if (!body.success) return reply(ctx, 'INVALID_BODY', { details: issuesOf(body.error) });
     await takePayment(deps, ctx, orderId, body.data);
   };
 }

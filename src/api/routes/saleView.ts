@@ -3,17 +3,16 @@
  * process, saleViews.ts; `Cache-Control: public, max-age=1` and a weak ETag for a CDN; the gate from the sale's
  * start), the server's clock, the sale page (src/web/), and in development a buyer token for its sign-in.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { BUYER_ID, parseId } from '../../order/ids';
 import { closedMarks } from '../../reservation/closing';
 import { signBuyerToken } from '../devTokens';
 import type { AppDeps } from '../deps';
-import { reply } from '../errors';
+import { issuesOf, reply } from '../errors';
 import type { SaleGates } from '../saleGate';
 import { SaleViews } from '../saleViews';
+import { assetHandler, pageHandler } from '../webFiles';
 
 /** Seconds a CDN or browser may reuse the view: with the process's cache (≤ 1 s), the page's sold-out marks lag the truth by at most twice this. */
 const SALE_VIEW_MAX_AGE_S = 1;
@@ -58,7 +57,6 @@ export function serverTimeHandler() {
   };
 }
 
-const WEB = join(__dirname, '..', '..', 'web');
 // The page runs its own script and style sheet only, and in no one else's frame.
 const PAGE_HEADERS = {
   'Cache-Control': 'public, max-age=60',
@@ -79,27 +77,10 @@ const PAGE_FILES: Record<string, string> = {
 };
 
 /** GET /sale/{saleId}: the page, the same for every sale (its script reads the id from the path). */
-export function salePageHandler() {
-  const html = readFileSync(join(WEB, 'sale.html'), 'utf8');
-  return function page(ctx: Context): void {
-    if (parseId(ctx.params.saleId) === undefined) return reply(ctx, 'INVALID_SALE_ID');
-    ctx.set(PAGE_HEADERS);
-    ctx.type = 'text/html; charset=utf-8';
-    ctx.body = html;
-  };
-}
+export const salePageHandler = () => pageHandler('sale.html', PAGE_HEADERS);
 
 /** GET /sale/assets/{file}: the page's script modules and style sheet. */
-export function saleAssetHandler() {
-  const files = new Map(Object.entries(PAGE_FILES).map(([name, type]) => [name, { type, body: readFileSync(join(WEB, name), 'utf8') }]));
-  return function asset(ctx: Context): void {
-    const file = files.get(ctx.params.file);
-    if (!file) return reply(ctx, 'NOT_FOUND');
-    ctx.set(PAGE_HEADERS);
-    ctx.type = file.type;
-    ctx.body = file.body;
-  };
-}
+export const saleAssetHandler = () => assetHandler(PAGE_FILES, PAGE_HEADERS);
 
 const DevTokenBody = z.object({ buyerId: z.string().regex(BUYER_ID, 'a buyer id: letters, digits and _.@:- up to 128') }).strict();
 
@@ -107,7 +88,7 @@ const DevTokenBody = z.object({ buyerId: z.string().regex(BUYER_ID, 'a buyer id:
 export function devTokenHandler(deps: AppDeps) {
   return function devToken(ctx: Context): void {
     const body = DevTokenBody.safeParse(ctx.request.body);
-    if (!body.success) return reply(ctx, 'INVALID_BODY', { details: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`) });
+    if (!body.success) return reply(ctx, 'INVALID_BODY', { details: issuesOf(body.error) });
     ctx.body = { token: signBuyerToken(deps.config, body.data.buyerId, DEV_TOKEN_LIFETIME_S), expiresInS: DEV_TOKEN_LIFETIME_S };
   };
 }
