@@ -104,12 +104,23 @@ export function onStack<T>(fn: () => Promise<T>): Promise<T> {
 /** Runs scripts/services.sh; a failure throws with the script's own output, which names the service and its log. */
 export const services = (...args: string[]) => onStack(() => servicesNow(args));
 
+/** How long `up` waits before its second and last try: a cluster node just restarted may answer a moment late. */
+const UP_AGAIN_MS = 5000;
+
 async function servicesNow(args: string[]): Promise<void> {
-  try {
-    await run('bash', [join(ROOT, 'scripts', 'services.sh'), ...args], { cwd: ROOT, timeout: 180_000 });
-  } catch (err) {
-    const { stdout = '', stderr = '' } = err as { stdout?: string; stderr?: string };
-    throw new Error(`services.sh ${args.join(' ')} failed:\n${stdout}${stderr}`);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await run('bash', [join(ROOT, 'scripts', 'services.sh'), ...args], { cwd: ROOT, timeout: 180_000 });
+      return;
+    } catch (err) {
+      const { stdout = '', stderr = '' } = err as { stdout?: string; stderr?: string };
+      // A Redis Cluster node a fault killed may still be silent when status looks (a cluster campaign stopped so).
+      if (args[0] === 'up' && attempt === 1 && /unhealthy/.test(stdout + stderr)) {
+        await new Promise((resolve) => setTimeout(resolve, UP_AGAIN_MS));
+        continue;
+      }
+      throw new Error(`services.sh ${args.join(' ')} failed:\n${stdout}${stderr}`);
+    }
   }
 }
 /**
