@@ -1,13 +1,13 @@
 /**
  * A sale's closed mark on each of its stock shards (layout.ts `closed`), which reserve.lua reads before it takes a
- * unit: set while the sale is paused or ended, absent while it is open (src/sale/controls.ts writes it).
+ * unit: PAUSED or ENDED, or OPEN (src/sale/controls.ts writes it; a load too).
  */
 import { idempotent, type SaleClosed } from './client';
 import { shardKeys } from './layout';
 import type { ReservationStore } from './store';
 
-/** Sets or deletes the mark, and names the node that wrote it ('' on a single Redis), for the replication barrier. */
-const MARK = `if ARGV[1] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[1]) end
+/** Sets the mark, and names the node that wrote it ('' on a single Redis), for the replication barrier. */
+const MARK = `redis.call('SET', KEYS[1], ARGV[1])
 local id = redis.pcall('CLUSTER', 'MYID')
 return type(id) == 'string' and id or ''`;
 
@@ -15,7 +15,7 @@ return type(id) == 'string' and id or ''`;
 export class MarkNotReplicated extends Error {}
 
 /**
- * Sets (or, for an open sale, deletes) the closed mark on every stock shard of the sale, all of them before it
+ * Sets the closed mark on every stock shard of the sale (OPEN for an open one), all of them before it
  * returns: a reservation that runs after that sees it (one script per shard, atomic there). With replicas asked
  * (REDIS_WAIT_REPLICAS), it returns only once that many replicas of each node hold it, as a 202 waits for its
  * reservation's, so that a failover keeps it. Idempotent.
@@ -25,7 +25,7 @@ export class MarkNotReplicated extends Error {}
  */
 export async function markSale(store: Pick<ReservationStore, 'redis' | 'layouts' | 'options'>, saleId: number, closed: SaleClosed | undefined): Promise<void> {
   const layout = await store.layouts.get(saleId);
-  const nodes = await Promise.all(layout.tags.map((tag) => idempotent(() => store.redis.eval(MARK, 1, shardKeys(tag).closed, closed ?? '') as Promise<string>)));
+  const nodes = await Promise.all(layout.tags.map((tag) => idempotent(() => store.redis.eval(MARK, 1, shardKeys(tag).closed, closed ?? 'OPEN') as Promise<string>)));
   const { barrier, replicas = 0 } = store.options;
   if (!barrier || replicas === 0) return;
   const held = Math.min(...(await Promise.all([...new Set(nodes)].map((node) => barrier.held(node)))));

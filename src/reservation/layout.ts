@@ -42,7 +42,11 @@ export function shardKeys(tag: string) {
      * nothing is written there between a data loss and the rebuild.
      */
     loaded: `${tag}:loaded`,
-    /** Purchases refused on this shard (sale controls, src/sale/controls.ts): 'PAUSED' or 'ENDED'; absent while open. */
+    /**
+     * The sale's state on this shard (sale controls, src/sale/controls.ts): 'OPEN', or 'PAUSED' or 'ENDED' (purchases
+     * refused). Written by every load, so that while a slot moves every key a reservation names exists on one side:
+     * a script naming a key that exists on neither is answered TRYAGAIN by the importing node and ASK by the other.
+     */
     closed: `${tag}:closed`,
     /** Orders whose unit this shard took back (release.lua), for a day after the last: a late rerun of their reservation reserves nothing. */
     released: `${tag}:released`,

@@ -19,8 +19,8 @@ export interface ItemQuantity {
  * whole quantity while every other command of the node waits; this one renames.
  * KEYS: the loaded mark, the lock, the claims, the closed mark, then pairs (staged, live) for the buyers' entries,
  * the reservations and each item's stock list, then each item's returns count. ARGV: the lock's token, the epoch,
- * now (ms), the number of items, the closed mark's value ('' for an open sale: none), so that a shard is never
- * loaded without the sale's state. A pair without a staged key empties the live one (an item with no free unit,
+ * now (ms), the number of items, the sale's state for its closed mark (OPEN, PAUSED, ENDED), so that a shard is
+ * never loaded without it. A pair without a staged key empties the live one (an item with no free unit,
  * a shard with no order). A renamed key keeps its staging expiry, which PERSIST lifts. The returns counts move on
  * (a buyer who found the shard empty before must look again).
  */
@@ -32,7 +32,7 @@ if redis.call('GET', lock) ~= ARGV[1] or redis.call('EXISTS', loaded) == 1 then
   return 0
 end
 redis.call('DEL', claims)
-if ARGV[5] == '' then redis.call('DEL', closed) else redis.call('SET', closed, ARGV[5]) end
+redis.call('SET', closed, ARGV[5])
 for i = 5, pairsEnd, 2 do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     redis.call('RENAME', KEYS[i], KEYS[i + 1])
@@ -95,7 +95,7 @@ export class Staging {
       throw err;
     }
     const keysOf = [keys.loaded, keys.rebuilding, keys.claims, keys.closed, ...pairs.flat(), ...here.map((item) => keys.returns(item.itemId))];
-    const put = await this.redis.eval(PUT_IN_PLACE, keysOf.length, ...keysOf, token, String(epoch), String(Date.now()), String(here.length), closed ?? '');
+    const put = await this.redis.eval(PUT_IN_PLACE, keysOf.length, ...keysOf, token, String(epoch), String(Date.now()), String(here.length), closed ?? 'OPEN');
     return put === 1;
   }
 
