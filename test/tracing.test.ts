@@ -78,19 +78,23 @@ test('one purchase is one trace across the API, the starter and the worker; the 
   });
   expect(bought.status).toBe(202);
   const { orderId } = (await bought.json()) as { orderId: string };
-  // The workflow has run its first task (OrderPlaced is out) before the payment: one run of each task to check.
-  await tap.collect([orderId], { until: () => tap.headersOf(`${orderId}:OrderPlaced`) !== undefined });
-
   // The payment service's own trace, as its W3C traceparent header, on the internal door.
   const payment = { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex') };
-  const paid = await fetch(`http://127.0.0.1:${internalPort}/api/flash-sales/orders/${orderId}/payment`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json', traceparent: `00-${payment.traceId}-${payment.spanId}-01` },
-    body: JSON.stringify({ paymentId: `pay-${orderId}`, amount: sale.items[0].priceMinor }),
-  });
-  expect(paid.status).toBe(200);
   const temporal = await connectTemporal(config);
   try {
+    // The workflow has run its first task (placeOrder's marker is in its history) before the payment: one run of
+    // each task to check.
+    await until(`the first task of ${orderId}`, async () => {
+      const history = await temporal.workflow.getHandle(orderId).fetchHistory().catch(() => undefined);
+      return history?.events?.some((e) => e.markerRecordedEventAttributes) ?? false;
+    });
+
+    const paid = await fetch(`http://127.0.0.1:${internalPort}/api/flash-sales/orders/${orderId}/payment`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${config.PAYMENT_SERVICE_TOKEN}`, 'content-type': 'application/json', traceparent: `00-${payment.traceId}-${payment.spanId}-01` },
+      body: JSON.stringify({ paymentId: `pay-${orderId}`, amount: sale.items[0].priceMinor }),
+    });
+    expect(paid.status).toBe(200);
     expect((await orderResult(temporal, orderId)).status).toBe('PAID');
     // Tracing may be switched off by a deploy in the middle of a sale: the traced workflow's history replays on
     // the plain bundle `npm run build` wrote (the interceptors add no command).
@@ -136,9 +140,12 @@ test('one purchase is one trace across the API, the starter and the worker; the 
   for (const s of scheduled) one(s.name.replace('StartActivity:', 'RunActivity:'), childOf(s));
   const placeOrder = one('RunActivity:placeOrder', (s) => s.traceId === request.traceId);
 
-  // The OrderPlaced event: its publish span is the activity's child, and the message carries that span's context.
+  expect(placeOrder.service).toBe('flash-sale-worker');
+
+  // The OrderPlaced event: the starter's store wrote it into the outbox with the row, so its publish span (the
+  // relay's, in the worker) is the child of the starter's span, and the message carries that span's context.
   const publish = one(`publish ${config.KAFKA_TOPIC}`, (s) => s.attributes['messaging.message.id'] === placedEvent);
-  expect(publish).toMatchObject({ kind: PRODUCER, parentSpanId: placeOrder.spanId, traceId: request.traceId });
+  expect(publish).toMatchObject({ kind: PRODUCER, parentSpanId: start.spanId, traceId: request.traceId, service: 'flash-sale-worker' });
   expect(tap.headersOf(placedEvent)?.traceparent).toBe(`00-${publish.traceId}-${publish.spanId}-01`);
 
   // The payment: in the payment service's trace, linked to the span that stored the order (the starter's, which

@@ -17,11 +17,12 @@ export interface Check {
   examples?: string[];
 }
 
-/** The sale's events as readSaleEvents found them. */
+/** The sale's events as readSaleEvents found them, and how many the outbox still held (not yet on the topic). */
 export interface SaleEvents {
   events: Map<string, OrderEvent>;
   duplicates: number;
   conflicting: string[];
+  unrelayed: number;
 }
 
 const EVENT_OF: Record<OrderStatus, OrderEventType | undefined> = {
@@ -164,7 +165,7 @@ export function unitsReturned(facts: SaleFacts): Check {
  * I5: each order has its OrderPlaced and exactly the final event its status says, naming the payment PostgreSQL
  * kept (PAID) or the reason it kept (CANCELLED).
  */
-export function eventsOnKafka(facts: SaleFacts, { events, duplicates, conflicting }: SaleEvents): Check {
+export function eventsOnKafka(facts: SaleFacts, { events, duplicates, conflicting, unrelayed }: SaleEvents): Check {
   const byOrder = new Map<string, OrderEvent[]>();
   for (const e of events.values()) byOrder.set(e.orderId, [...(byOrder.get(e.orderId) ?? []), e]);
   const missing: string[] = [];
@@ -184,9 +185,10 @@ export function eventsOnKafka(facts: SaleFacts, { events, duplicates, conflictin
   return {
     name: 'every state change has exactly its event on Kafka (deduplicated by eventId, redeliveries identical)',
     invariant: 'I5',
-    ok: missing.length === 0 && wrongFinal.length === 0 && conflicting.length === 0,
+    ok: missing.length === 0 && wrongFinal.length === 0 && conflicting.length === 0 && unrelayed === 0,
     figures: {
       events: events.size,
+      unrelayed,
       duplicatesDropped: duplicates,
       OrderPlaced: count('OrderPlaced'),
       OrderPaid: count('OrderPaid'),

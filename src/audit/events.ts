@@ -17,6 +17,24 @@ function parseEvent(value: Buffer | null): OrderEvent | undefined {
   }
 }
 
+/** How long the audit waits for the relay to publish what the sale's transitions wrote into the outbox (ms). */
+const RELAY_WAIT_MS = 30_000;
+
+/**
+ * Waits until the outbox holds none of the sale's events (the relay published them: src/order/outbox.ts), at most
+ * RELAY_WAIT_MS, so that the topic the audit reads next has every event of a sale at rest.
+ * @returns how many of the sale's events the outbox still holds (0 once relayed)
+ */
+export async function unrelayedEvents(pool: Pool, saleId: number, waitMs = RELAY_WAIT_MS): Promise<number> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const res = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM order_outbox WHERE item_id IN (SELECT id FROM items WHERE sale_id = $1)', [saleId]);
+    const left = res.rows[0].n;
+    if (left === 0 || Date.now() >= deadline) return left;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 /**
  * Where a sale's events can start on the topic: no event of a sale is older than the sale, so a reader needs
  * the sale's stretch of the topic, not every sale's before it.

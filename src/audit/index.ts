@@ -8,11 +8,11 @@ import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { ReservationStore } from '../reservation/store';
 import { conservation, eventsOnKafka, everyOrderEnds, noOversell, oneLiveOrderPerBuyer, unitsReturned, type Check } from './checks';
-import { readSaleEvents, saleEventsSince } from './events';
+import { readSaleEvents, saleEventsSince, unrelayedEvents } from './events';
 import { readFacts } from './facts';
 
 export type { Check } from './checks';
-export { readSaleEvents, saleEventsSince } from './events';
+export { readSaleEvents, saleEventsSince, unrelayedEvents } from './events';
 
 export interface AuditReport {
   saleId: number;
@@ -31,10 +31,13 @@ export interface AuditDeps {
 /**
  * Audits one sale: passes when every check does.
  * @param acceptedOrderIds orderIds the caller saw answered 202, when known (the demo passes them)
+ * @param options.relayWaitMs how long to wait for the outbox to relay the sale's events before reading the topic
+ *   (default 30 s; 0 for an audit of Redis and PostgreSQL alone, where no relay runs)
  */
-export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderIds?: readonly string[]): Promise<AuditReport> {
+export async function auditSale(deps: AuditDeps, saleId: number, acceptedOrderIds?: readonly string[], options: { relayWaitMs?: number } = {}): Promise<AuditReport> {
   const facts = await readFacts(deps, saleId);
-  const events = await readSaleEvents(deps.kafka, deps.topic, saleId, await saleEventsSince(deps.pool, saleId));
+  const unrelayed = await unrelayedEvents(deps.pool, saleId, options.relayWaitMs);
+  const events = { ...(await readSaleEvents(deps.kafka, deps.topic, saleId, await saleEventsSince(deps.pool, saleId))), unrelayed };
   const checks = [noOversell(facts), conservation(facts), oneLiveOrderPerBuyer(facts), everyOrderEnds(facts, acceptedOrderIds), unitsReturned(facts), eventsOnKafka(facts, events)];
   return { saleId, ok: checks.every((c) => c.ok), checks };
 }

@@ -3,17 +3,27 @@
  * in-sync replicas, retries. Duplicates are harmless because every event carries its eventId (I5). With tracing
  * on, a message's headers carry its publish span's W3C traceparent.
  */
-import { context, propagation, SpanKind, SpanStatusCode, trace as otelTrace } from '@opentelemetry/api';
+import { context, propagation, SpanKind, SpanStatusCode, trace as otelTrace, type Context } from '@opentelemetry/api';
 import { Partitioners, type Kafka, type Producer } from 'kafkajs';
 import { UNTIL_ANSWERED } from '../infra/kafka';
-import { ATTR, tracer } from '../tracing';
-import type { OrderEvent } from './events';
+import { ATTR, contextOf, tracer } from '../tracing';
+import type { OrderEvent, OrderEventType } from './events';
 
 /** Most events in one produce request: a few hundred bytes each, far below the broker's 1 MB request limit. */
 const MAX_EVENTS_PER_REQUEST = 500;
 
+/** An event as the outbox keeps it (src/order/outbox.ts): its JSON as written, and the traceparent of its writer. */
+export interface StoredEvent {
+  eventId: string;
+  type: OrderEventType;
+  orderId: string;
+  itemId: number;
+  payload: string;
+  traceParent?: string;
+}
+
 interface Waiting {
-  event: OrderEvent;
+  event: StoredEvent;
   /** The W3C trace context of the event's publish span (empty with tracing off), as message headers. */
   trace: Record<string, string>;
   resolve(): void;
@@ -58,7 +68,7 @@ export class EventPublisher {
   }
 
   /**
-   * Sends the event, or joins its send already waiting or on its way.
+   * Sends the event, or joins its send already waiting or on its way (its span the child of the active one).
    * @throws kafkajs errors the producer does not retry (or, not idempotent, after its retries)
    */
   publish(event: OrderEvent): Promise<void> {
@@ -71,10 +81,23 @@ export class EventPublisher {
    * @throws kafkajs errors the producer does not retry (or, not idempotent, after its retries)
    */
   publishAll(events: OrderEvent[]): Promise<void> {
+    const parent = context.active();
+    return this.send(events.map((e) => ({ eventId: e.eventId, type: e.type, orderId: e.orderId, itemId: e.itemId, payload: JSON.stringify(e) })), () => parent);
+  }
+
+  /**
+   * Sends events the outbox stored, in order, as publishAll does; each publish span is the child of the span
+   * that wrote its event (its traceParent), so an order's trace reaches its events.
+   */
+  publishStored(events: StoredEvent[]): Promise<void> {
+    return this.send(events, (e) => contextOf(e.traceParent));
+  }
+
+  private send(events: StoredEvent[], parentOf: (event: StoredEvent) => Context): Promise<void> {
     const sends = events.map((event) => {
       const onItsWay = this.sending.get(event.eventId);
       if (onItsWay) return onItsWay;
-      const send = new Promise<void>((resolve, reject) => this.waiting.push({ event, ...this.traced(event, resolve, reject) }));
+      const send = new Promise<void>((resolve, reject) => this.waiting.push({ event, ...this.traced(event, parentOf(event), resolve, reject) }));
       this.sending.set(event.eventId, send);
       const forget = () => this.sending.delete(event.eventId);
       send.then(forget, forget);
@@ -88,13 +111,17 @@ export class EventPublisher {
    * A PRODUCER span for the event, the child of the caller's (the activity's, with tracing on), from its wait to
    * the broker's answer; its context goes in the message's headers, so a consumer can join the order's trace.
    */
-  private traced(event: OrderEvent, resolve: () => void, reject: (err: unknown) => void): Omit<Waiting, 'event'> {
-    const span = tracer.startSpan(`publish ${this.topic}`, {
-      kind: SpanKind.PRODUCER,
-      attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'publish', 'messaging.destination.name': this.topic, 'messaging.message.id': event.eventId, [ATTR.orderId]: event.orderId },
-    });
+  private traced(event: StoredEvent, parent: Context, resolve: () => void, reject: (err: unknown) => void): Omit<Waiting, 'event'> {
+    const span = tracer.startSpan(
+      `publish ${this.topic}`,
+      {
+        kind: SpanKind.PRODUCER,
+        attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'publish', 'messaging.destination.name': this.topic, 'messaging.message.id': event.eventId, [ATTR.orderId]: event.orderId },
+      },
+      parent,
+    );
     const trace: Record<string, string> = {};
-    propagation.inject(otelTrace.setSpan(context.active(), span), trace);
+    propagation.inject(otelTrace.setSpan(parent, span), trace);
     return {
       trace,
       resolve() {
@@ -117,7 +144,7 @@ export class EventPublisher {
       .send({
         topic: this.topic,
         acks: -1,
-        messages: batch.map(({ event, trace }) => ({ key: String(event.itemId), value: JSON.stringify(event), headers: { eventId: event.eventId, type: event.type, ...trace } })),
+        messages: batch.map(({ event, trace }) => ({ key: String(event.itemId), value: event.payload, headers: { eventId: event.eventId, type: event.type, ...trace } })),
       })
       .then(
         () => batch.forEach((w) => w.resolve()),

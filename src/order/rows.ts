@@ -3,6 +3,7 @@
  * the constraints whose refusals are answers, the payment's one statement, and the live orders a rebuild reads.
  */
 import type { Pool } from 'pg';
+import { eventOf, outboxInsert } from './outbox';
 import { paymentDeadlineMs, type CancelReason, type Order, type OrderInput, type OrderStatus, type Outcome, type Payment } from './types';
 
 /**
@@ -55,6 +56,41 @@ export function refusal(err: unknown): 'SOLD_OUT' | 'ALREADY_PURCHASED' | undefi
   if (constraint === 'orders_one_live_per_buyer') return 'ALREADY_PURCHASED';
   return undefined;
 }
+
+/**
+ * The place's statement: the order stored PENDING with its unit under its shard's epoch (epochHolds), with
+ * OrderPlaced; nothing when its row exists or the epoch is over.
+ * @throws pg errors: place's refusals (refusal()), other constraint violations
+ */
+export async function placeRow(pool: Pool, order: OrderInput, traceParent: string | undefined): Promise<void> {
+  await pool.query(
+    `WITH placed AS (
+       INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at, stock_shard, unit, item_quantity, trace_parent)
+       SELECT $1, $2, $3, $4, 'PENDING', $5, $6, $7, $8, $9, (SELECT quantity FROM items WHERE id = $3), $10
+       WHERE ${epochHolds('$2', '$8', '$11')} ON CONFLICT (id) DO NOTHING RETURNING id, sale_id, item_id, user_id
+     ), events AS (${outboxInsert([eventOf('placed', 'OrderPlaced', 1)], '$10')})
+     SELECT 1`,
+    [...termValues(order), order.unit, traceParent ?? null, order.stockEpoch ?? null],
+  );
+}
+
+/** The refusal's statement: the order stored REJECTED without a unit, with OrderPlaced and OrderRejected; nothing when its row exists. */
+export async function rejectRow(pool: Pool, order: OrderInput, reason: string, traceParent: string | undefined): Promise<void> {
+  await pool.query(
+    `WITH rejected AS (
+       INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at, stock_shard, trace_parent)
+       VALUES ($1, $2, $3, $4, 'REJECTED', $9, $5, $6, $7, $8, $10) ON CONFLICT (id) DO NOTHING RETURNING id, sale_id, item_id, user_id, reason
+     ), events AS (${outboxInsert([eventOf('rejected', 'OrderPlaced', 1), eventOf('rejected', 'OrderRejected', 2, { reason: 's.reason' })], '$10')})
+     SELECT 1`,
+    [...termValues(order), reason, traceParent ?? null],
+  );
+}
+
+/** An order's terms as the place statements take them, $1..$8. */
+function termValues(order: OrderInput) {
+  return [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order)), order.stockShard ?? 0];
+}
+
 /** The payment's id is recorded as taken for another order (the payments table's key): one payment pays one order. */
 export const isPaymentUsed = (err: unknown) => constraintOf(err) === 'payments_pkey';
 
@@ -68,21 +104,23 @@ export const isPaymentUsed = (err: unknown) => constraintOf(err) === 'payments_p
  *   whether the terms' deadline is ahead by PostgreSQL's clock (false without terms)
  * @throws pg errors: payments_pkey (paymentId used), place's refusals (refusal()) from the INSERT
  */
-export async function payOrStore(pool: Pool, orderId: string, payment: Payment, terms: OrderInput | undefined) {
+export async function payOrStore(pool: Pool, orderId: string, payment: Payment, terms: OrderInput | undefined, traceParent?: string) {
   const res = await pool.query<{ paid: number; stored: number; usedElsewhere: boolean; status: OrderStatus | null; paymentId: string | null; priceMinor: number | null; open: boolean | null; termsOpen: boolean | null }>(
     `WITH current AS (
        SELECT status, payment_id, price_minor, ${windowOpen('deadline_at', 'now()')} AS open FROM orders WHERE id = $1
      ), paid AS (
        UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
-       WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} AND price_minor = $3 RETURNING id
+       WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} AND price_minor = $3 RETURNING id, sale_id, item_id, user_id
      ), stored AS (
        INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at, stock_shard, unit, item_quantity)
        SELECT $1, $4, $5, $6, 'PAID', $7, $2, $8, $9, $10, $11, (SELECT quantity FROM items WHERE id = $5)
        WHERE $4::int IS NOT NULL AND NOT EXISTS (SELECT 1 FROM current) AND ${windowOpen('$9::timestamptz', 'now()')} AND $7::bigint = $3
          AND ${epochHolds('$4', '$10', '$12')}
-       ON CONFLICT (id) DO NOTHING RETURNING id
+       ON CONFLICT (id) DO NOTHING RETURNING id, sale_id, item_id, user_id
      ), taken AS (
        INSERT INTO payments (payment_id, order_id, amount_minor) SELECT $2, id, $3 FROM (SELECT id FROM paid UNION ALL SELECT id FROM stored) p
+     ), events AS (
+       ${outboxInsert([eventOf('stored', 'OrderPlaced', 1), eventOf('(SELECT * FROM paid UNION ALL SELECT * FROM stored)', 'OrderPaid', 2, { paymentId: '$2::text', amount: '$3::bigint' })], '$13')}
      )
      SELECT (SELECT count(*) FROM paid)::int AS paid, (SELECT count(*) FROM stored)::int AS stored, c.status,
             EXISTS (SELECT 1 FROM payments WHERE payment_id = $2 AND order_id <> $1) AS "usedElsewhere",
@@ -102,6 +140,7 @@ export async function payOrStore(pool: Pool, orderId: string, payment: Payment, 
       terms ? (terms.stockShard ?? 0) : null,
       terms?.unit ?? null,
       terms?.stockEpoch ?? null,
+      traceParent ?? null,
     ],
   );
   const { paid, stored, usedElsewhere, status, paymentId, priceMinor, open, termsOpen } = res.rows[0];
@@ -121,7 +160,7 @@ export async function payOrStore(pool: Pool, orderId: string, payment: Payment, 
  * @returns cancelled (by this statement), the row as the snapshot saw it (undefined: none), and whether the
  *   terms' deadline is ahead by PostgreSQL's clock (false without terms)
  */
-export async function cancelRow(pool: Pool, orderId: string, reason: CancelReason, terms?: OrderInput) {
+export async function cancelRow(pool: Pool, orderId: string, reason: CancelReason, terms?: OrderInput, traceParent?: string) {
   const res = await pool.query<{
     cancelled: number;
     status: OrderStatus | null;
@@ -137,13 +176,15 @@ export async function cancelRow(pool: Pool, orderId: string, reason: CancelReaso
        SELECT status, reason, ${windowOpen('deadline_at', 'now()')} AS open, sale_id, item_id, user_id, stock_shard FROM orders WHERE id = $1
      ), cancelled AS (
        UPDATE orders SET status = 'CANCELLED', reason = $2, updated_at = now()
-       WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} RETURNING id
+       WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} RETURNING id, sale_id, item_id, user_id
+     ), events AS (
+       ${outboxInsert([eventOf('cancelled', 'OrderCancelled', 1, { reason: '$2::text' })], '$4')}
      )
      SELECT (SELECT count(*) FROM cancelled)::int AS cancelled, c.status, c.reason, c.open,
             c.sale_id AS "saleId", c.item_id AS "itemId", c.user_id AS "userId", c.stock_shard AS "stockShard",
             ${windowOpen('$3::timestamptz', 'now()')} AS "termsOpen"
      FROM (SELECT) one LEFT JOIN current c ON true`,
-    [orderId, reason, terms ? new Date(paymentDeadlineMs(terms)) : null],
+    [orderId, reason, terms ? new Date(paymentDeadlineMs(terms)) : null, traceParent ?? null],
   );
   const { cancelled, status, termsOpen, ...row } = res.rows[0];
   return { cancelled: cancelled === 1, termsOpen: termsOpen === true, row: status === null ? undefined : { ...row, orderId, status, open: row.open === true } };

@@ -1,12 +1,16 @@
 /**
- * The order's life in PostgreSQL: every transition (place, pay, expire, reject) is one statement under its guards
- * (I1: each live order holds its own unit; I3: one live order per buyer; the payment window, rows.ts), idempotent
- * (I5: a retry finds its earlier effect and answers the same). Business outcomes are answers, not errors. Writes
- * PostgreSQL only: the unit goes back to Redis in the workflow's compensation step (docs/design.md, "Unit slots").
+ * The order's life in PostgreSQL: every transition (place, pay, cancel, expire, reject) is one statement under its
+ * guards (I1: each live order holds its own unit; I3: one live order per buyer; the payment window, rows.ts) that
+ * also queues its event in the outbox (outbox.ts), idempotent (I5: a retry finds its earlier effect and answers the
+ * same). Business outcomes are answers, not errors. Writes PostgreSQL only: the unit goes back to Redis in the
+ * workflow's compensation step (docs/design.md, "Unit slots").
  */
 import type { Pool } from 'pg';
+import { activeTraceParent } from '../tracing';
+import type { OrderEvent } from './events';
 import { saleOfOrder } from './orderId';
-import { asOrder, cancelRow, epochHolds, isPaymentUsed, ORDER_COLUMNS, outcome, payOrStore, refusal, windowOpen, type OrderRow } from './rows';
+import { eventOf, outboxInsert, queueEvent } from './outbox';
+import { asOrder, cancelRow, isPaymentUsed, ORDER_COLUMNS, outcome, payOrStore, placeRow, refusal, rejectRow, windowOpen, type OrderRow } from './rows';
 import { compensationFor, paymentDeadlineMs, paysPrice, type CancelReason, type CancelResult, type Order, type OrderInput, type OrderStatus, type Outcome, type PayResult, type Payment } from './types';
 
 /**
@@ -38,25 +42,20 @@ export class Orders {
 
   /**
    * Places an accepted order: stored PENDING with the unit it holds, in one insert under orders_live_unit and
-   * orders_live_unit_of_item (I1) and the one-live-order index (I3). REJECTED (SOLD_OUT) when another live order holds
-   * its unit or the unit is none of the item's (Redis drifted), REJECTED (ALREADY_PURCHASED) when the buyer holds
-   * another live order in the sale, REJECTED (STOCK_REBUILT) when its stock shard's epoch is no longer the one
-   * its unit was taken in (a rebuild listed that unit free without knowing the order); a refused order is stored
-   * without a unit. A retry, or a row stored first (by the starter, or PAID by the payment route), returns what is
-   * stored and changes nothing.
+   * orders_live_unit_of_item (I1) and the one-live-order index (I3), with OrderPlaced. REJECTED (SOLD_OUT) when
+   * another live order holds its unit or the unit is none of the item's (Redis drifted), REJECTED
+   * (ALREADY_PURCHASED) when the buyer holds another live order in the sale, REJECTED (STOCK_REBUILT) when its
+   * stock shard's epoch is no longer the one its unit was taken in (a rebuild listed that unit free without
+   * knowing the order); a refused order is stored without a unit, with OrderPlaced and OrderRejected. A retry,
+   * or a row stored first (by the starter, or PAID by the payment route), returns what is stored and changes
+   * nothing.
    * @param traceParent the span placing it (tracing on), kept in the row for the payment's span to link to
    * @throws pg constraint errors (23xxx, 22xxx) for an order PostgreSQL cannot store at all
    */
-  async place(order: OrderInput, traceParent?: string): Promise<Outcome> {
-    const values = [order.orderId, order.saleId, order.itemId, order.userId, order.priceMinor, new Date(order.reservedAtMs), new Date(paymentDeadlineMs(order)), order.stockShard ?? 0];
+  async place(order: OrderInput, traceParent = activeTraceParent()): Promise<Outcome> {
     let reason: string | undefined;
     try {
-      await this.pool.query(
-        `INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, reserved_at, deadline_at, stock_shard, unit, item_quantity, trace_parent)
-         SELECT $1, $2, $3, $4, 'PENDING', $5, $6, $7, $8, $9, (SELECT quantity FROM items WHERE id = $3), $10
-         WHERE ${epochHolds('$2', '$8', '$11')} ON CONFLICT (id) DO NOTHING`,
-        [...values, order.unit, traceParent ?? null, order.stockEpoch ?? null],
-      );
+      await placeRow(this.pool, order, traceParent);
     } catch (err) {
       reason = refusal(err);
       if (!reason) throw err;
@@ -64,11 +63,7 @@ export class Orders {
     const stored = await this.stored(order.orderId);
     if (stored) return stored;
     // The insert wrote nothing: refused, or its unit's epoch is over (a rebuild listed the unit free without it).
-    await this.pool.query(
-      `INSERT INTO orders (id, sale_id, item_id, user_id, status, reason, price_minor, reserved_at, deadline_at, stock_shard, trace_parent)
-       VALUES ($1, $2, $3, $4, 'REJECTED', $9, $5, $6, $7, $8, $10) ON CONFLICT (id) DO NOTHING`,
-      [...values, reason ?? 'STOCK_REBUILT', traceParent ?? null],
-    );
+    await rejectRow(this.pool, order, reason ?? 'STOCK_REBUILT', traceParent);
     return this.storedOutcome(order.orderId);
   }
 
@@ -95,7 +90,7 @@ export class Orders {
     for (;;) {
       let decided;
       try {
-        decided = await payOrStore(this.pool, orderId, payment, terms);
+        decided = await payOrStore(this.pool, orderId, payment, terms, activeTraceParent());
       } catch (err) {
         if (isPaymentUsed(err)) return { error: 'PAYMENT_ID_USED' };
         if (!terms || !refusal(err)) throw err;
@@ -142,7 +137,7 @@ export class Orders {
   async cancel(orderId: string, reason: CancelReason, order?: OrderInput): Promise<CancelOutcome | undefined> {
     let terms = order;
     for (;;) {
-      const { cancelled, row, termsOpen } = await cancelRow(this.pool, orderId, reason, terms);
+      const { cancelled, row, termsOpen } = await cancelRow(this.pool, orderId, reason, terms, activeTraceParent());
       if (!row) {
         if (!terms) {
           terms = await this.reserved(orderId);
@@ -166,27 +161,27 @@ export class Orders {
 
   /**
    * Settles an order once its deadline has passed by atMs, or once PostgreSQL holds it final: an unpaid one
-   * becomes EXPIRED in one statement on its own row (its unit is free in PostgreSQL once it is no longer live);
-   * any other is read as it is. Giving the unit back to Redis is the caller's next step (compensationFor).
-   * One effect however often it runs (I5).
+   * becomes EXPIRED in one statement on its own row, which queues OrderExpired (its unit is free in PostgreSQL once
+   * it is no longer live); any other is read as it is. Giving the unit back to Redis is the caller's next step
+   * (compensationFor). One effect however often it runs (I5).
    * @param atMs the workflow's clock (ms since the epoch), at or after the deadline when its timer fired
-   * @returns the final outcome with the price (minor units); PENDING, changing nothing, while the deadline is
-   *   after atMs; undefined when there is no such row
+   * @returns the final outcome; PENDING, changing nothing, while the deadline is after atMs; undefined when there
+   *   is no such row
    */
-  async settle(order: OrderInput, atMs: number): Promise<(Outcome & { priceMinor: number }) | undefined> {
-    const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; reason: string | null; priceMinor: number }>(
+  async settle(order: OrderInput, atMs: number): Promise<Outcome | undefined> {
+    const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; reason: string | null }>(
       `WITH expired AS (
          UPDATE orders SET status = 'EXPIRED', updated_at = now()
-         WHERE id = $1 AND status = 'PENDING' AND NOT ${windowOpen('deadline_at', '$2')} RETURNING id
-       )
+         WHERE id = $1 AND status = 'PENDING' AND NOT ${windowOpen('deadline_at', '$2')} RETURNING id, sale_id, item_id, user_id
+       ), events AS (${outboxInsert([eventOf('expired', 'OrderExpired', 1)], '$3')})
        SELECT CASE WHEN EXISTS (SELECT 1 FROM expired) THEN 'EXPIRED' ELSE o.status END AS status,
-              o.payment_id AS "paymentId", o.reason, o.price_minor::float8 AS "priceMinor"
+              o.payment_id AS "paymentId", o.reason
        FROM orders o WHERE o.id = $1`,
-      [order.orderId, new Date(atMs)],
+      [order.orderId, new Date(atMs), activeTraceParent() ?? null],
     );
     const row = res.rows[0];
     if (!row) return undefined;
-    return { ...outcome(row.status, row.paymentId, row.reason), priceMinor: row.priceMinor };
+    return outcome(row.status, row.paymentId, row.reason);
   }
 
   /**
@@ -232,6 +227,15 @@ export class Orders {
       [orderId],
     );
     return res.rows[0] && outcome(res.rows[0].status, res.rows[0].paymentId, res.rows[0].reason);
+  }
+
+  /**
+   * Queues an event made outside a transition's statement (an order PostgreSQL would not store at all, a refund)
+   * in the outbox, which the relay publishes (src/order/outbox.ts). Queued twice, it is published twice under one
+   * eventId (I5).
+   */
+  queueEvent(event: OrderEvent): Promise<void> {
+    return queueEvent(this.pool, event, activeTraceParent());
   }
 
   private async storedOutcome(orderId: string): Promise<Outcome> {

@@ -1,6 +1,7 @@
 /**
  * Worker process (`npm run worker`): runs orderWorkflow and its activities on the configured task queue, from
- * the workflow bundle `npm run build` made (src/worker/bundle.ts). SIGINT/SIGTERM drain in-flight tasks and close
+ * the workflow bundle `npm run build` made (src/worker/bundle.ts), and the outbox relay that publishes the orders'
+ * events to Kafka (one worker's at a time: src/order/outbox.ts). SIGINT/SIGTERM drain in-flight tasks and close
  * the clients.
  */
 import { once } from 'node:events';
@@ -12,6 +13,7 @@ import { loadConfig, type Config } from '../config';
 import { temporalConnection } from '../infra/connections';
 import { createPool } from '../infra/db';
 import { checkKafka, createKafka, UNTIL_ANSWERED } from '../infra/kafka';
+import { OutboxRelay } from '../order/outbox';
 import { EventPublisher } from '../order/publisher';
 import { Orders } from '../order/store';
 import { onShutdown, runMain } from '../infra/lifecycle';
@@ -50,7 +52,7 @@ export async function startWorker(
   try {
     // Each store once, with few retries: a wrong CA or password fails the start here, where the publisher's
     // own client (which retries until answered) would wait for ever. An outage does not: the activities
-    // retry until the store is back, and the publisher waits for the broker.
+    // retry until the store is back, and the relay waits for the broker.
     const warn = (line: string) => log.warn(line);
     await Promise.all([
       checkAtStart('postgres', pool.query('SELECT 1'), warn),
@@ -70,7 +72,7 @@ export async function startWorker(
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...bundle,
-    activities: createActivities({ orders: new Orders(pool, reservations.view), events, reservations }),
+    activities: createActivities({ orders: new Orders(pool, reservations.view), reservations }),
     maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
     maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
     maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
@@ -82,13 +84,15 @@ export async function startWorker(
     stickyQueueScheduleToStartTimeout: '60 seconds',
     ...(tracing && tracedWorker(tracing)),
   });
+  const relay = new OutboxRelay(pool, events, log);
+  relay.start();
   const run = worker.run();
   return {
     worker,
     run,
     async shutdown() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
-      await run;
+      await Promise.all([run, relay.stop()]);
       await Promise.allSettled([connection.close(), events.disconnect(), redis.quit(), pool.end()]);
     },
   };

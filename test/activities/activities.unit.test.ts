@@ -1,16 +1,16 @@
 /**
- * The activities (src/activities/index.ts) in Temporal's MockActivityEnvironment, over fakes of the order's store,
- * the publisher and the reservations: which store call each makes, the event it publishes (or not), what it
- * answers, and which failures are business outcomes (non-retryable) rather than retries. The real stores:
- * test/activities/activities.test.ts.
+ * The activities (src/activities/index.ts) in Temporal's MockActivityEnvironment, over fakes of the order's store
+ * and the reservations: which store call each makes, the event it queues itself (the transitions' events are their
+ * statements', src/order/outbox.ts), what it answers, and which failures are business outcomes (non-retryable)
+ * rather than retries. The real stores: test/activities/activities.test.ts.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../../src/activities';
 import type { OrderEvent } from '../../src/order/events';
-import type { CancelOutcome } from '../../src/order/store';
-import type { OrderInput, Outcome, PayResult, Payment } from '../../src/order/types';
+import type { CancelOutcome, PayOutcome } from '../../src/order/store';
+import type { OrderInput, Outcome, Payment } from '../../src/order/types';
 
 const order: OrderInput = {
   orderId: '0000002a-1234-8abc-9def-123456789abc',
@@ -29,7 +29,7 @@ const payment: Payment = { paymentId: 'pay-1', amount: 1999 };
 const quiet = new DefaultLogger('ERROR', () => undefined);
 
 /** A store whose answers each test sets, recording its calls. */
-function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayResult; cancel?: CancelOutcome; settle?: (Outcome & { priceMinor: number }) | undefined }) {
+function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayOutcome; cancel?: CancelOutcome; settle?: Outcome | undefined }) {
   const calls: string[] = [];
   const published: OrderEvent[] = [];
   const released: [string, boolean][] = [];
@@ -56,9 +56,7 @@ function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayRe
         calls.push('settle');
         return answers.settle;
       },
-    },
-    events: {
-      publish: async (event) => {
+      queueEvent: async (event) => {
         published.push(event);
       },
     },
@@ -74,19 +72,18 @@ function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayRe
 const types = (events: OrderEvent[]) => events.map((e) => e.type);
 
 describe('placeOrder', () => {
-  test('a row the starter stored is read, not inserted again; OrderPlaced is published; its outcome answered', async () => {
+  test('a row the starter stored is read, not inserted again (its OrderPlaced was queued with it); its outcome answered', async () => {
     const { activities, calls, published, env } = fakes({ stored: { status: 'PENDING' } });
     await expect(env.run(activities.placeOrder, order)).resolves.toEqual({ status: 'PENDING' });
     expect(calls).toEqual(['stored']);
-    expect(types(published)).toEqual(['OrderPlaced']);
-    expect(published[0]).toMatchObject({ orderId: order.orderId, saleId: 42, itemId: 7, userId: 'alice' });
+    expect(published).toEqual([]);
   });
 
-  test('no row: the order is placed; a refusal is an answer (REJECTED), still with its OrderPlaced', async () => {
+  test('no row: the order is placed; a refusal is an answer (REJECTED), queuing nothing itself', async () => {
     const { activities, calls, published, env } = fakes({ place: { status: 'REJECTED', reason: 'SOLD_OUT' } });
     await expect(env.run(activities.placeOrder, order)).resolves.toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
     expect(calls).toEqual(['stored', 'place']);
-    expect(types(published)).toEqual(['OrderPlaced']);
+    expect(published).toEqual([]);
   });
 
   test('a row PostgreSQL cannot store at all (a constraint violation) fails non-retryably, publishing nothing', async () => {
@@ -106,14 +103,14 @@ describe('placeOrder', () => {
 });
 
 describe('payOrder', () => {
-  test('PAID: OrderPaid with the payment id and amount', async () => {
-    const { activities, published, env } = fakes({ pay: { status: 'PAID', paymentId: 'pay-1' } });
+  test('PAID is answered with the payment id, the store called with the terms (its statement queues OrderPaid)', async () => {
+    const { activities, calls, published, env } = fakes({ pay: { status: 'PAID', paymentId: 'pay-1', stored: true } });
     await expect(env.run(activities.payOrder, order, payment)).resolves.toEqual({ status: 'PAID', paymentId: 'pay-1' });
-    expect(published).toHaveLength(1);
-    expect(published[0]).toMatchObject({ type: 'OrderPaid', paymentId: 'pay-1', amount: 1999 });
+    expect(calls).toEqual(['pay']);
+    expect(published).toEqual([]);
   });
 
-  test('a refusal is answered and publishes nothing', async () => {
+  test('a refusal is answered and queues nothing', async () => {
     const { activities, published, env } = fakes({ pay: { error: 'PAYMENT_WINDOW_CLOSED' } });
     await expect(env.run(activities.payOrder, order, payment)).resolves.toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
     expect(published).toEqual([]);
@@ -121,14 +118,13 @@ describe('payOrder', () => {
 });
 
 describe('cancelOrder', () => {
-  test('CANCELLED: OrderCancelled with the reason PostgreSQL keeps (the first cancel\'s), answered without the order', async () => {
+  test('CANCELLED is answered with the reason PostgreSQL keeps (the first cancel\'s), without the order', async () => {
     const { activities, published, env } = fakes({ cancel: { status: 'CANCELLED', reason: 'BUYER', order } });
     await expect(env.run(activities.cancelOrder, order, 'OPERATOR' as const)).resolves.toEqual({ status: 'CANCELLED', reason: 'BUYER' });
-    expect(types(published)).toEqual(['OrderCancelled']);
-    expect(published[0]).toMatchObject({ reason: 'BUYER', eventId: `${order.orderId}:OrderCancelled` });
+    expect(published).toEqual([]);
   });
 
-  test('a refusal (paid first) is answered and publishes nothing; no row fails non-retryably', async () => {
+  test('a refusal (paid first) is answered and queues nothing; no row fails non-retryably', async () => {
     const refused = fakes({ cancel: { error: 'ORDER_ALREADY_PAID' } });
     await expect(refused.env.run(refused.activities.cancelOrder, order, 'BUYER' as const)).resolves.toEqual({ error: 'ORDER_ALREADY_PAID' });
     expect(refused.published).toEqual([]);
@@ -139,17 +135,16 @@ describe('cancelOrder', () => {
 
 describe('settleOrder', () => {
   test.each([
-    [{ status: 'EXPIRED' as const, priceMinor: 1999 }, ['OrderExpired']],
-    [{ status: 'PAID' as const, paymentId: 'pay-9', priceMinor: 1999 }, ['OrderPaid']],
-    [{ status: 'REJECTED' as const, reason: 'STOCK_REBUILT', priceMinor: 1999 }, ['OrderRejected']],
-    [{ status: 'CANCELLED' as const, reason: 'BUYER', priceMinor: 1999 }, ['OrderCancelled']],
-    [{ status: 'PENDING' as const, priceMinor: 1999 }, []],
-  ])('%o publishes %o and answers the outcome without its price', async (settled, events) => {
-    const { activities, published, env } = fakes({ settle: settled });
-    const { priceMinor, ...outcome } = settled;
-    await expect(env.run(activities.settleOrder, order, Date.now())).resolves.toEqual(outcome);
-    expect(types(published)).toEqual(events);
-    if (settled.status === 'PAID') expect(published[0]).toMatchObject({ paymentId: 'pay-9', amount: priceMinor });
+    { status: 'EXPIRED' as const },
+    { status: 'PAID' as const, paymentId: 'pay-9' },
+    { status: 'REJECTED' as const, reason: 'STOCK_REBUILT' },
+    { status: 'CANCELLED' as const, reason: 'BUYER' },
+    { status: 'PENDING' as const },
+  ])('%o is answered as the store settled it, queuing nothing itself', async (settled) => {
+    const { activities, calls, published, env } = fakes({ settle: settled });
+    await expect(env.run(activities.settleOrder, order, Date.now())).resolves.toEqual(settled);
+    expect(calls).toEqual(['settle']);
+    expect(published).toEqual([]);
   });
 
   test('an order without a row fails non-retryably ORDER_NOT_FOUND', async () => {
@@ -158,11 +153,18 @@ describe('settleOrder', () => {
   });
 });
 
-test('rejectUnstored publishes OrderRejected with the reason and answers REJECTED', async () => {
+test('rejectUnstored queues OrderRejected with the reason (no row holds a statement to queue it) and answers REJECTED', async () => {
   const { activities, published, env } = fakes({});
   await expect(env.run(activities.rejectUnstored, order, 'CONSTRAINT_VIOLATION')).resolves.toEqual({ status: 'REJECTED', reason: 'CONSTRAINT_VIOLATION' });
-  expect(published).toHaveLength(1);
-  expect(published[0]).toMatchObject({ type: 'OrderRejected', reason: 'CONSTRAINT_VIOLATION' });
+  expect(types(published)).toEqual(['OrderRejected']);
+  expect(published[0]).toMatchObject({ orderId: order.orderId, reason: 'CONSTRAINT_VIOLATION', eventId: `${order.orderId}:OrderRejected` });
+});
+
+test('publishEvent queues the refund it is given as it is', async () => {
+  const { activities, published, env } = fakes({});
+  const refund: OrderEvent = { eventId: `${order.orderId}:PaymentRefundRequired:p-9`, type: 'PaymentRefundRequired', version: 1, occurredAt: '2026-12-06T10:00:00.000Z', orderId: order.orderId, saleId: 42, itemId: 7, userId: 'alice', paymentId: 'p-9', amount: 5, reason: 'AMOUNT_MISMATCH' };
+  await env.run(activities.publishEvent, refund);
+  expect(published).toEqual([refund]);
 });
 
 test.each([true, false])('releaseUnit hands the release its flag as it is (unitBack %s)', async (unitBack) => {

@@ -49,7 +49,7 @@ function eventsOf(facts: SaleFacts): SaleEvents {
     const final = o.status === 'PAID' ? { type: 'OrderPaid', paymentId: o.paymentId } : o.status === 'CANCELLED' ? { type: 'OrderCancelled', reason: o.reason } : { type: 'OrderExpired' };
     events.set(`${o.id}-final`, { ...base, eventId: `${o.id}-final`, ...final } as OrderEvent);
   }
-  return { events, duplicates: 0, conflicting: [] };
+  return { events, duplicates: 0, conflicting: [], unrelayed: 0 };
 }
 
 const all = (facts: SaleFacts, events = eventsOf(facts)) => [noOversell(facts), conservation(facts), oneLiveOrderPerBuyer(facts), everyOrderEnds(facts), unitsReturned(facts), eventsOnKafka(facts, events)];
@@ -98,6 +98,12 @@ test('a missing final event, or a paid event naming another payment, fails I5', 
   const wrong = eventsOf(facts);
   wrong.events.set(`${facts.orders[0].id}-final`, { ...(wrong.events.get(`${facts.orders[0].id}-final`) as OrderEvent), paymentId: 'pay-other' } as OrderEvent);
   expect(eventsOnKafka(facts, wrong).ok).toBe(false);
+});
+
+test('events still in the outbox (the relay has not published them) fail I5, every event on the topic notwithstanding', () => {
+  const facts = settledSale();
+  expect(eventsOnKafka(facts, eventsOf(facts)).ok).toBe(true);
+  expect(eventsOnKafka(facts, { ...eventsOf(facts), unrelayed: 2 })).toMatchObject({ ok: false, figures: { unrelayed: 2 } });
 });
 
 test('a live order without a unit, or with one outside 1..quantity, fails I1', () => {

@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel, type Admin, type Consumer } from 'kafkajs';
 import type { Config } from '../../src/config';
 import { kafkaConnection } from '../../src/infra/connections';
+import { createPool } from '../../src/infra/db';
 import type { OrderEvent } from '../../src/order/events';
 
 export interface CollectOptions {
@@ -22,8 +23,9 @@ export interface CollectOptions {
 export interface EventTap {
   /**
    * @returns the events (in topic order per partition, arrival order across partitions) whose orderId is in
-   *   orderIds, once the tap has read up to the offsets the topic had when called and `until` holds, or when
-   *   the deadline passes
+   *   orderIds, once the outbox holds none of theirs (the relay published what their transitions wrote:
+   *   src/order/outbox.ts), the tap has read up to the offsets the topic had then and `until` holds, or when the
+   *   deadline passes
    */
   collect(orderIds: Iterable<string>, options?: CollectOptions): Promise<OrderEvent[]>;
   /** As collect, for the events that match (e.g. every event of one sale). */
@@ -83,9 +85,19 @@ export async function openEventTap(config: Config): Promise<EventTap> {
     },
   });
 
-  const collectWhere = async (match: (event: OrderEvent) => boolean, options: CollectOptions = {}) => {
+  const pool = createPool(config);
+  /** Waits until the outbox holds no event of these orders (or the deadline passes). */
+  const relayed = async (orderIds: string[], deadline: number) => {
+    while (Date.now() < deadline) {
+      const res = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM order_outbox WHERE order_id = ANY($1::uuid[])', [orderIds]);
+      if (res.rows[0].n === 0) return;
+      await sleep(50);
+    }
+  };
+  const collectWhere = async (match: (event: OrderEvent) => boolean, options: CollectOptions = {}, orderIds: string[] = []) => {
     const until = options.until ?? (() => true);
     const deadline = Date.now() + (options.timeoutMs ?? 20_000);
+    if (orderIds.length) await relayed(orderIds, deadline);
     const target = await endOffsets(admin, topic);
     const mine = () => events.filter(match);
     const caughtUp = () => [...target].every(([partition, high]) => (position.get(partition) ?? 0n) >= high);
@@ -99,11 +111,12 @@ export async function openEventTap(config: Config): Promise<EventTap> {
   return {
     collect(orderIds, options) {
       const wanted = new Set(orderIds);
-      return collectWhere((e) => wanted.has(e.orderId), options);
+      return collectWhere((e) => wanted.has(e.orderId), options, [...wanted]);
     },
-    collectWhere,
+    collectWhere: (match, options) => collectWhere(match, options),
     headersOf: (eventId) => headers.get(eventId),
     async close() {
+      await pool.end().catch(() => undefined);
       await consumer.disconnect().catch(() => undefined);
       await admin.deleteGroups([groupId]).catch(() => undefined);
       await admin.disconnect().catch(() => undefined);

@@ -25,6 +25,8 @@ import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourc
 import { createActivities } from '../../src/activities';
 import type { OrderInput, Order } from '../../src/order/types';
 import { createKafka } from '../../src/infra/kafka';
+import { createLogger } from '../../src/infra/logger';
+import { OutboxRelay } from '../../src/order/outbox';
 import { EventPublisher } from '../../src/order/publisher';
 import { saleKeys } from '../../src/reservation/layout';
 import { startOrderWorkflow } from '../../src/workflows/client';
@@ -41,6 +43,7 @@ const config = testConfig();
 let env: TestWorkflowEnvironment;
 let clients: Clients;
 let events: EventPublisher;
+let relay: OutboxRelay;
 let tap: EventTap;
 let bundle: WorkflowBundleWithSourceMap;
 let worker: Worker;
@@ -51,7 +54,7 @@ function workerOn(taskQueue: string): Promise<Worker> {
     connection: env.nativeConnection,
     taskQueue,
     workflowBundle: bundle,
-    activities: createActivities({ orders: clients.orders, events, reservations: clients.store }),
+    activities: createActivities({ orders: clients.orders, reservations: clients.store }),
   });
 }
 
@@ -59,6 +62,8 @@ beforeAll(async () => {
   env = await timeSkippingEnvironment();
   clients = connectClients(config);
   events = await EventPublisher.connect(createKafka(config, 'test-timeskipping'), config.KAFKA_TOPIC);
+  relay = new OutboxRelay(clients.pool, events, createLogger('silent', 'relay'));
+  relay.start();
   tap = await openEventTap(config);
   bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('WARN') });
   worker = await workerOn(config.TEMPORAL_TASK_QUEUE);
@@ -68,6 +73,7 @@ beforeAll(async () => {
 afterAll(async () => {
   if (worker?.getState() === 'RUNNING') worker.shutdown();
   await running;
+  await relay?.stop();
   await Promise.allSettled([tap?.close(), events?.disconnect(), clients?.close()]);
   await env?.teardown();
 });
