@@ -46,17 +46,30 @@ export function outcome(status: OrderStatus, paymentId: string | null | undefine
 
 const constraintOf = (err: unknown) => (err as { constraint?: unknown }).constraint;
 /**
- * Why PostgreSQL refused to store a live order: its unit is held by another live order, or is none of the item's
- * (Redis handed out a unit it should not have: I1 holds whatever Redis says), or its buyer holds another live
- * order in the sale (I3); undefined for any other error.
+ * Which guard refused to store a live order: its unit is none of the item's (Redis handed out a unit it should not
+ * have: I1 holds whatever Redis says), or a unique index (its unit held by another live order, or its buyer holding
+ * another live order in the sale, I3: PostgreSQL names whichever fired first); undefined for any other error.
  */
-export function refusal(err: unknown): 'SOLD_OUT' | 'ALREADY_PURCHASED' | undefined {
+export function refusal(err: unknown): 'UNIT_OUTSIDE' | 'UNIQUE' | undefined {
   const constraint = constraintOf(err);
-  if (constraint === 'orders_live_unit' || constraint === 'orders_live_unit_of_item') return 'SOLD_OUT';
-  if (constraint === 'orders_one_live_per_buyer') return 'ALREADY_PURCHASED';
+  if (constraint === 'orders_live_unit_of_item') return 'UNIT_OUTSIDE';
+  if (constraint === 'orders_live_unit' || constraint === 'orders_one_live_per_buyer') return 'UNIQUE';
   return undefined;
 }
 
+/**
+ * Why a refused order is REJECTED, whichever unique index fired first: SOLD_OUT while another live order holds its
+ * unit (which then must not go back to Redis stock: compensationFor), else ALREADY_PURCHASED (its buyer's other
+ * live order; its unit goes back).
+ */
+export async function refusedFor(pool: Pool, order: Pick<OrderInput, 'orderId' | 'itemId' | 'unit'>, guard: 'UNIT_OUTSIDE' | 'UNIQUE'): Promise<'SOLD_OUT' | 'ALREADY_PURCHASED'> {
+  if (guard === 'UNIT_OUTSIDE') return 'SOLD_OUT';
+  const res = await pool.query<{ held: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM orders WHERE item_id = $1 AND unit = $2 AND status IN ('PENDING', 'PAID') AND id <> $3) AS held`,
+    [order.itemId, order.unit ?? null, order.orderId],
+  );
+  return res.rows[0].held ? 'SOLD_OUT' : 'ALREADY_PURCHASED';
+}
 /**
  * The place's statement: the order stored PENDING with its unit under its shard's epoch (epochHolds), with
  * OrderPlaced; nothing when its row exists or the epoch is over.

@@ -10,7 +10,7 @@ import { activeTraceParent } from '../tracing';
 import type { OrderEvent } from './events';
 import { saleOfOrder } from './orderId';
 import { eventOf, outboxInsert, queueEvent } from './outbox';
-import { asOrder, cancelRow, isPaymentUsed, ORDER_COLUMNS, outcome, payOrStore, placeRow, refusal, rejectRow, windowOpen, type OrderRow } from './rows';
+import { asOrder, cancelRow, isPaymentUsed, ORDER_COLUMNS, outcome, payOrStore, placeRow, refusal, refusedFor, rejectRow, windowOpen, type OrderRow } from './rows';
 import { compensationFor, paymentDeadlineMs, paysPrice, type CancelReason, type CancelResult, type Order, type OrderInput, type OrderStatus, type Outcome, type PayResult, type Payment } from './types';
 
 /**
@@ -43,8 +43,9 @@ export class Orders {
   /**
    * Places an accepted order: stored PENDING with the unit it holds, in one insert under orders_live_unit and
    * orders_live_unit_of_item (I1) and the one-live-order index (I3), with OrderPlaced. REJECTED (SOLD_OUT) when
-   * another live order holds its unit or the unit is none of the item's (Redis drifted), REJECTED
-   * (ALREADY_PURCHASED) when the buyer holds another live order in the sale, REJECTED (STOCK_REBUILT) when its
+   * another live order holds its unit or the unit is none of the item's (Redis drifted), whichever index fired
+   * first, REJECTED (ALREADY_PURCHASED) when only the buyer's other live order in the sale stands in its way
+   * (refusedFor: so its unit goes back only while no live order holds it), REJECTED (STOCK_REBUILT) when its
    * stock shard's epoch is no longer the one its unit was taken in (a rebuild listed that unit free without
    * knowing the order); a refused order is stored without a unit, with OrderPlaced and OrderRejected. A retry,
    * or a row stored first (by the starter, or PAID by the payment route), returns what is stored and changes
@@ -53,12 +54,13 @@ export class Orders {
    * @throws pg constraint errors (23xxx, 22xxx) for an order PostgreSQL cannot store at all
    */
   async place(order: OrderInput, traceParent = activeTraceParent()): Promise<Outcome> {
-    let reason: string | undefined;
+    let reason: 'SOLD_OUT' | 'ALREADY_PURCHASED' | undefined;
     try {
       await placeRow(this.pool, order, traceParent);
     } catch (err) {
-      reason = refusal(err);
-      if (!reason) throw err;
+      const guard = refusal(err);
+      if (!guard) throw err;
+      reason = await refusedFor(this.pool, order, guard);
     }
     const stored = await this.stored(order.orderId);
     if (stored) return stored;

@@ -139,6 +139,24 @@ test('placeOrder for a second order of the same buyer in the sale (other item): 
   expect(await sold(third.itemId)).toBe(1);
 });
 
+test('placeOrder of a buyer whose live order holds the very unit Redis handed out again (a failover lost that order\'s reservation and entry): REJECTED SOLD_OUT whichever index fires first, and the unit stays out of stock', async () => {
+  const sale = await createTestSale(clients, { quantities: [3] });
+  const first = await reserved(sale);
+  expect(await activities.placeOrder(first)).toEqual({ status: 'PENDING' });
+  // What a promoted replica that missed the reserve holds: no reservation, no buyer's entry, the unit free (first).
+  const keys = saleKeys(sale.saleId);
+  await clients.redis.multi().hdel(keys.reservations, first.orderId).hdel(keys.buyers, first.userId).lpush(keys.stock(first.itemId), String(first.unit)).exec();
+  const again = await reserved(sale, 0, first.userId);
+  expect(again.unit).toBe(first.unit);
+
+  // Both unique indexes stand in its way; today's refusal named the buyer's (ALREADY_PURCHASED) and gave the unit back.
+  expect(await activities.placeOrder(again)).toEqual({ status: 'REJECTED', reason: 'SOLD_OUT' });
+  expect(compensationFor({ status: 'REJECTED', reason: 'SOLD_OUT' })).toEqual({ unitBack: false });
+  await activities.releaseUnit(again, false);
+  expect(await clients.redis.lrange(keys.stock(first.itemId), 0, -1)).toEqual(['2', '3']);
+  expect(await orderRow(clients.pool, first.orderId)).toMatchObject({ status: 'PENDING' });
+});
+
 test('placeOrder that PostgreSQL refuses (negative price) fails non-retryably as CONSTRAINT_VIOLATION; rejectUnstored, then its compensation returns the unit once', async () => {
   const sale = await createTestSale(clients, { quantities: [5] });
   const order = { ...(await reserved(sale)), priceMinor: -1 };
