@@ -11,8 +11,8 @@
 -- KEYS[4] units returned           {<tag>}:returns:<itemId>   integer, counted by release.lua
 -- KEYS[5] released orders          {<tag>}:released           hash orderId -> 1, written by release.lua
 -- KEYS[6] the shard is loaded      {<tag>}:loaded
--- KEYS[7] the sale's state         {<tag>}:closed             'OPEN', 'PAUSED' or 'ENDED' (sale controls); absent
---                                                             (a sale loaded before controls) is open
+-- KEYS[7] the sale's state         {<tag>}:closed             `OPEN:v`, `PAUSED:v` or `ENDED:v` (sale controls, v
+--                                                             the control's number: lua/mark.lua)
 -- KEYS[8] live order per buyer     {<tag>}:buyers             hash userId -> orderId (`reserve` only)
 -- ARGV    orderId, the reservation's terms (formats.ts reservationTerms), then
 --         `reserve`: userId;  `take`: claimedAtMs, leaseMs;
@@ -100,8 +100,8 @@ if stock == 0 or held then
 end
 -- After the sold-out answer, which stays true (and cheap to repeat from memory) whatever the sale's state.
 local closedAs = redis.call('GET', closed)
-if closedAs and closedAs ~= 'OPEN' then
-  return {'CLOSED', closedAs}
+if closedAs and string.sub(closedAs, 1, 4) ~= 'OPEN' then
+  return {'CLOSED', string.match(closedAs, '^%u+')}
 end
 local unit = redis.call('LINDEX', stockKey, 0)
 local epoch = redis.call('GET', loaded)

@@ -29,6 +29,7 @@ interface Scripts {
   unclaim(buyers: string, claims: string, loaded: string, ...argv: string[]): Promise<null>;
   release(stock: string, buyers: string, reservations: string, returns: string, released: string, loaded: string, ...argv: string[]): Promise<null>;
   staleClaims(claims: string, olderThanMs: string, limit: string): Promise<string[]>;
+  mark(closed: string, value: string): Promise<[node: string, now: string]>;
 }
 
 /** The service's Redis client: one node or a cluster, with our Lua scripts defined. */
@@ -42,6 +43,7 @@ const SCRIPTS: [name: keyof Scripts, file: string, keys: number][] = [
   ['unclaim', 'unclaim.lua', 3],
   ['release', 'release.lua', 6],
   ['staleClaims', 'stale-claims.lua', 1],
+  ['mark', 'mark.lua', 1],
 ];
 
 /**

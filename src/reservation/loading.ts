@@ -6,7 +6,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { OrderInput } from '../order/types';
-import { idempotent, type FlashRedis, type SaleClosed } from './client';
+import { idempotent, type FlashRedis } from './client';
+import type { SaleMark } from './closing';
 import { claimMember, entryFields, parseClaimMember, reservationValue } from './formats';
 import { homeShard, itemShardCount, shardKeys, type SaleLayout } from './layout';
 import { LOAD, LOCK_POLL_MS, REBUILD, ShardLocks } from './shardLock';
@@ -41,8 +42,8 @@ export interface StockSource {
 export interface LoadSource {
   epochs: ReadonlyMap<number, number>;
   liveOrders: OrderInput[];
-  /** PAUSED or ENDED (src/sale/controls.ts), undefined while the sale is open. */
-  closed: SaleClosed | undefined;
+  /** The sale's state and its control's number (src/sale/controls.ts), for the shards' closed marks. */
+  mark: SaleMark;
   /** A rebuild's: the CANCELLED orders, whose starts it queues again (a cancel may have stored one before its start). */
   cancelled?: OrderInput[];
 }
@@ -76,8 +77,8 @@ export class StockLoader {
     for (const k of layout.tags.keys()) {
       if (!(await locks.lockWhenFree(k, token))) continue;
       try {
-        const { epochs, liveOrders, closed } = await source.firstLoad([k]);
-        if (!(await this.staging.putInPlace(layout, k, token, epochOf(epochs, k), carried(layout, items, k), liveOrders, [], [], closed, () => source.undoFirstLoad([k])))) {
+        const { epochs, liveOrders, mark } = await source.firstLoad([k]);
+        if (!(await this.staging.putInPlace(layout, k, token, epochOf(epochs, k), carried(layout, items, k), liveOrders, [], [], mark, () => source.undoFirstLoad([k])))) {
           throw new Error(`sale ${saleId} shard ${k}: the load's lock expired before its stock went in place; load again`);
         }
       } finally {
@@ -116,7 +117,7 @@ export class StockLoader {
         locked.push(k);
         if ((await this.holding(saleId))[k]) throw new RebuildUnderWay(`shard ${k}: rebuilt meanwhile`);
       }
-      const { epochs, liveOrders, closed, cancelled = [] } = await source.nextEpoch(lost);
+      const { epochs, liveOrders, mark, cancelled = [] } = await source.nextEpoch(lost);
       const isLost = (k: number) => lost.includes(k);
       const elsewhere = (await this.store.view.reservations(saleId)).filter((o) => !isLost(o.stockShard ?? 0));
       const known = new Set(liveOrders.map((o) => o.orderId));
@@ -130,7 +131,7 @@ export class StockLoader {
         const held = liveOrders.filter((o) => (o.stockShard ?? 0) === k).map((o) => ({ ...o, stockEpoch: epoch }));
         await this.requeue(layout, k, [...held, ...cancelled.filter((o) => (o.stockShard ?? 0) === k).map((o) => ({ ...o, stockEpoch: epoch }))]);
         const homed = holders.filter((o) => homeShard(layout, o.userId) === k);
-        if (!(await this.staging.putInPlace(layout, k, token, epoch, carried(layout, items, k), liveOrders, held, homed, closed))) {
+        if (!(await this.staging.putInPlace(layout, k, token, epoch, carried(layout, items, k), liveOrders, held, homed, mark))) {
           throw new RebuildUnderWay(`shard ${k}: lock lost or shard loaded meanwhile`);
         }
       }

@@ -3,7 +3,8 @@
  * place in one script (PUT_IN_PLACE) while its lock is still held and the shard still unloaded.
  */
 import type { OrderInput } from '../order/types';
-import type { FlashRedis, SaleClosed } from './client';
+import type { FlashRedis } from './client';
+import { markShard, type SaleMark } from './closing';
 import { reservationValue } from './formats';
 import { itemShardCount, shardKeys, shardUnits, type SaleLayout } from './layout';
 
@@ -19,20 +20,19 @@ export interface ItemQuantity {
  * whole quantity while every other command of the node waits; this one renames.
  * KEYS: the loaded mark, the lock, the claims, the closed mark, then pairs (staged, live) for the buyers' entries,
  * the reservations and each item's stock list, then each item's returns count. ARGV: the lock's token, the epoch,
- * now (ms), the number of items, the sale's state for its closed mark (OPEN, PAUSED, ENDED), so that a shard is
- * never loaded without it. A pair without a staged key empties the live one (an item with no free unit,
- * a shard with no order). A renamed key keeps its staging expiry, which PERSIST lifts. The returns counts move on
- * (a buyer who found the shard empty before must look again).
+ * now (ms), the number of items. A shard is never loaded without the sale's state: the closed mark is put first
+ * (lua/mark.lua, so a newer control's stays), and this step refuses without it. A pair without a staged key empties
+ * the live one (an item with no free unit, a shard with no order). A renamed key keeps its staging expiry, which
+ * PERSIST lifts. The returns counts move on (a buyer who found the shard empty before must look again).
  */
 const PUT_IN_PLACE = `local loaded, lock, claims, closed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local items = tonumber(ARGV[4])
 local pairsEnd = 4 + 2 * (2 + items)
-if redis.call('GET', lock) ~= ARGV[1] or redis.call('EXISTS', loaded) == 1 then
+if redis.call('GET', lock) ~= ARGV[1] or redis.call('EXISTS', loaded) == 1 or redis.call('EXISTS', closed) == 0 then
   for i = 5, pairsEnd, 2 do redis.call('DEL', KEYS[i]) end
   return 0
 end
 redis.call('DEL', claims)
-redis.call('SET', closed, ARGV[5])
 for i = 5, pairsEnd, 2 do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     redis.call('RENAME', KEYS[i], KEYS[i + 1])
@@ -58,7 +58,7 @@ export class Staging {
    * call's own, then puts them in place (PUT_IN_PLACE).
    * @param held the live orders whose unit this shard gave, with its new epoch (their reservations)
    * @param homed the orders whose buyer is homed on this shard (their buyers' entries)
-   * @param closed the sale's closed mark (src/sale/controls.ts), undefined while it is open
+   * @param mark the sale's state as PostgreSQL holds it (src/sale/controls.ts), put first unless a newer one is there
    * @param onStagingFailed run when staging fails, before the error is thrown (nothing went in place)
    * @returns whether they went in place (false: the lock was lost, or the shard loaded meanwhile)
    */
@@ -71,7 +71,7 @@ export class Staging {
     liveOrders: readonly OrderInput[],
     held: readonly OrderInput[],
     homed: readonly OrderInput[],
-    closed: SaleClosed | undefined,
+    mark: SaleMark,
     onStagingFailed?: () => Promise<void>,
   ): Promise<boolean> {
     const keys = shardKeys(layout.tags[k]);
@@ -94,8 +94,9 @@ export class Staging {
       await onStagingFailed?.().catch(() => undefined);
       throw err;
     }
+    await markShard(this.redis, layout.tags[k], mark);
     const keysOf = [keys.loaded, keys.rebuilding, keys.claims, keys.closed, ...pairs.flat(), ...here.map((item) => keys.returns(item.itemId))];
-    const put = await this.redis.eval(PUT_IN_PLACE, keysOf.length, ...keysOf, token, String(epoch), String(Date.now()), String(here.length), closed ?? 'OPEN');
+    const put = await this.redis.eval(PUT_IN_PLACE, keysOf.length, ...keysOf, token, String(epoch), String(Date.now()), String(here.length));
     return put === 1;
   }
 

@@ -188,14 +188,14 @@ function stockSource(pool: Pool, saleId: number): StockSource {
       if (before.length) {
         throw new RebuildNeeded(`sale ${saleId}: shard(s) ${before.join(', ')} lost the data they were loaded with: rebuild (?rebuild=true) to restore the orders they held`);
       }
-      return { epochs, liveOrders: await liveOrders(pool, saleId), closed: await closedMark(pool, saleId) };
+      return { epochs, liveOrders: await liveOrders(pool, saleId), mark: await closedMark(pool, saleId) };
     },
     async undoFirstLoad(shards) {
       await pool.query('UPDATE stock_shards SET epoch = 0 WHERE sale_id = $1 AND shard = ANY($2) AND epoch = 1', [saleId, shards]);
     },
     async nextEpoch(shards) {
       const epochs = await moved('UPDATE stock_shards SET epoch = epoch + 1 WHERE sale_id = $1 AND shard = ANY($2) RETURNING shard, epoch', shards);
-      return { epochs, liveOrders: await liveOrders(pool, saleId), closed: await closedMark(pool, saleId), cancelled: await cancelledOrders(pool, saleId) };
+      return { epochs, liveOrders: await liveOrders(pool, saleId), mark: await closedMark(pool, saleId), cancelled: await cancelledOrders(pool, saleId) };
     },
   };
 }

@@ -2,14 +2,19 @@
  * An operator's sale controls over HTTP on the real stores (docs/design.md, "Sale controls"): a pause in the
  * middle of a burst of presses takes effect where purchases are decided (no unit is reserved after the pause's
  * answer), a resume lets presses through again, an end refuses them for good while accepted orders stay payable,
- * and a rebuild of a shard that lost its data puts the pause back. The starter is off, so the start queue keeps
- * every entry a reservation wrote, with Redis' own time in its id.
+ * two controls that cross (a resume through a process whose link to Redis is slow, an end through another) leave
+ * the later one's state on every shard, and a rebuild of a shard that lost its data puts the pause back. The
+ * starter is off, so the start queue keeps every entry a reservation wrote, with Redis' own time in its id.
  */
 import { randomUUID } from 'node:crypto';
+import { startApi } from '../../src/api/main';
+import { parseMark } from '../../src/reservation/closing';
 import { loadSale, type Sale } from '../../src/sale/sales';
 import { shardKeys, tagOf } from '../../src/reservation/layout';
 import { useAppHarness } from '../support/apiHarness';
 import { bounded, buyerToken, createTestSale, testConfig, until } from '../support/helpers';
+import { http } from '../support/openapi';
+import { openRelay } from '../support/relay';
 
 const config = testConfig({ STARTER_IN_API: 'false' });
 const app = useAppHarness(config, 'sale-controls');
@@ -83,11 +88,39 @@ test('a rebuild of a shard that lost its data puts the pause back with its stock
   const keys = shardKeys(tagOf(await app.clients.store.layouts.get(sale.saleId), 0));
   await app.clients.redis.del(keys.loaded, keys.closed, keys.stock(sale.items[0].itemId));
   await loadSale(app.clients.pool, app.clients.store, sale.saleId, true);
-  expect(await app.clients.redis.get(keys.closed)).toBe('PAUSED');
+  expect(parseMark(await app.clients.redis.get(keys.closed))?.closed).toBe('PAUSED');
   expect(await press(sale, 'after-rebuild')).toMatchObject({ status: 503, body: { error: 'SALE_PAUSED' } });
   await control(sale, 'resume');
   expect((await press(sale, 'after-rebuild')).status).toBe(202);
 });
+
+test('a resume through a process whose link to Redis is slow, then an end through another: the end stays on every shard, presses are refused', async () => {
+  const sale = await createTestSale(app.clients, { quantities: [40] });
+  expect((await control(sale, 'pause')).status).toBe(200);
+  // A second API process whose every byte to and from Redis waits 3 s (a congested link), its own PostgreSQL.
+  const relay = await openRelay(config.REDIS_HOST, config.REDIS_PORT);
+  const slow = await startApi(testConfig({ STARTER_IN_API: 'false', REDIS_PORT: String(relay.port) }));
+  try {
+    relay.delay(3000);
+    const resume = http(slow.internalUrl)('POST', `/api/admin/sales/${sale.saleId}/resume`, { token: admin });
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await control(sale, 'end')).body).toEqual({ saleId: sale.saleId, state: 'ENDED', changed: true });
+    const endedAt = Date.now();
+    // The resume's own answer (200, or 503 when its marks outlived the command timeout) does not matter: PostgreSQL
+    // took it before the end, its marks land after the end's.
+    await resume;
+    await new Promise((r) => setTimeout(r, Math.max(0, endedAt + 4000 - Date.now())));
+    const keys = shardKeys(tagOf(await app.clients.store.layouts.get(sale.saleId), 0));
+    expect(parseMark(await app.clients.redis.get(keys.closed))).toEqual({ closed: 'ENDED', version: 4 });
+    const presses = await Promise.all(Array.from({ length: 20 }, (_, i) => press(sale, `crossed-${i}`)));
+    expect(presses.map((p) => p.status)).toEqual(Array(20).fill(403));
+    expect(await viewState(sale)).toBe('ENDED');
+  } finally {
+    relay.delay(0);
+    await slow.close();
+    await relay.close();
+  }
+}, 60_000);
 
 test('controls of an unknown or malformed sale change nothing: 404 SALE_NOT_FOUND, 400 INVALID_SALE_ID; no credential: 401', async () => {
   expect(await app.internal('POST', '/api/admin/sales/999999999/pause', { token: admin })).toMatchObject({ status: 404, body: { error: 'SALE_NOT_FOUND' } });

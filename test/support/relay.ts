@@ -29,7 +29,7 @@ export async function openRelay(host: string, port: number): Promise<Relay> {
   const write = (to: Socket, chunk: Buffer) => {
     if (!latencyMs) return void to.write(chunk);
     const ms = latencyMs;
-    const after = (lastWrite.get(to) ?? Promise.resolve()).then(() => new Promise<void>((r) => setTimeout(r, ms)));
+    const after = (lastWrite.get(to) ?? Promise.resolve()).then(() => new Promise<void>((r) => setTimeout(r, ms).unref()));
     lastWrite.set(to, after);
     void after.then(() => !to.destroyed && to.write(chunk));
   };
