@@ -60,6 +60,24 @@ export const serviceFields = {
    */
   STARTER_CLAIM_IDLE_MS: positiveMs(DEFAULT_CLAIM_IDLE_MS),
   /**
+   * How often each starter's reconciler runs a round over the sales still open or settling (ms;
+   * src/reservation/reconciler.ts): an incremental pass over the orders changed since the last round, which
+   * repairs a lost release or reservation within about this long of its order's last change.
+   */
+  RECONCILE_INTERVAL_MS: positiveMs(1000),
+  /**
+   * A full pass per sale this often (ms), one process's for all: every unit, reservation, buyer's entry and mark
+   * of each shard compared with PostgreSQL, which finds what Redis lost with no order changing. A master that
+   * changed (a failover, a restart) brings every sale's full pass forward to the next round. Its cost grows with
+   * the sale's live orders (docs/performance.md).
+   */
+  RECONCILE_FULL_INTERVAL_MS: positiveMs(60_000),
+  /**
+   * How long the reservation of an order that ended is left to its own compensation before the reconciler gives
+   * its unit back (ms): the workflow's release follows the settle within milliseconds when it runs.
+   */
+  RECONCILE_GRACE_MS: positiveMs(2000),
+  /**
    * Port of the starter's own Prometheus endpoint (src/starter/metrics.ts), for a starter without an API beside
    * it (`npm run starter`); 0: none. An API's starter reports on its /metrics.
    */

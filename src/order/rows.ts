@@ -216,13 +216,12 @@ export function cancelledOrders(pool: Pool, saleId: number): Promise<OrderInput[
   return ordersIn(pool, saleId, ['CANCELLED']);
 }
 
+/** An order's row as its terms (OrderInput, without its epoch), a SELECT list. */
+export const ORDER_TERMS = `id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", price_minor::float8 AS "priceMinor",
+  (extract(epoch FROM reserved_at) * 1000)::float8 AS "reservedAtMs",
+  (extract(epoch FROM deadline_at - reserved_at) * 1000)::float8 AS "paymentWindowMs", stock_shard AS "stockShard", unit`;
+
 async function ordersIn(pool: Pool, saleId: number, statuses: OrderStatus[]): Promise<OrderInput[]> {
-  const res = await pool.query<OrderInput>(
-    `SELECT id AS "orderId", sale_id AS "saleId", item_id AS "itemId", user_id AS "userId", price_minor::float8 AS "priceMinor",
-            (extract(epoch FROM reserved_at) * 1000)::float8 AS "reservedAtMs",
-            (extract(epoch FROM deadline_at - reserved_at) * 1000)::float8 AS "paymentWindowMs", stock_shard AS "stockShard", unit
-     FROM orders WHERE sale_id = $1 AND status = ANY($2)`,
-    [saleId, statuses],
-  );
+  const res = await pool.query<OrderInput>(`SELECT ${ORDER_TERMS} FROM orders WHERE sale_id = $1 AND status = ANY($2)`, [saleId, statuses]);
   return res.rows;
 }

@@ -30,6 +30,7 @@ interface Scripts {
   release(stock: string, buyers: string, reservations: string, returns: string, released: string, loaded: string, ...argv: string[]): Promise<null>;
   staleClaims(claims: string, olderThanMs: string, limit: string): Promise<string[]>;
   mark(closed: string, value: string): Promise<[node: string, now: string]>;
+  repair(loaded: string, rebuilding: string, reservations: string, buyers: string, released: string, stock: string, returns: string, ...argv: string[]): Promise<0 | 1 | 'SKIPPED'>;
 }
 
 /** The service's Redis client: one node or a cluster, with our Lua scripts defined. */
@@ -44,6 +45,7 @@ const SCRIPTS: [name: keyof Scripts, file: string, keys: number][] = [
   ['release', 'release.lua', 6],
   ['staleClaims', 'stale-claims.lua', 1],
   ['mark', 'mark.lua', 1],
+  ['repair', 'repair.lua', 7],
 ];
 
 /**

@@ -52,6 +52,10 @@ export function shardKeys(tag: string) {
     released: `${tag}:released`,
     /** A rebuild of this shard under way (src/reservation/loading.ts): its token, until it ends or the lock expires. */
     rebuilding: `${tag}:rebuilding`,
+    /** The reconciler that holds this shard (src/reservation/reconciler.ts): its token, until its lease runs out. */
+    reconciler: `${tag}:reconciler`,
+    /** Shard 0's: the process that took the sale's full pass this period (src/reservation/reconciler.ts). */
+    fullPass: `${tag}:fullpass`,
     /**
      * The item's free units on this shard: a list of unit numbers (shardUnits), handed out from its head by the
      * reserving scripts and given back at its tail by release.lua. Absent when none is left: the loaded mark, not

@@ -155,15 +155,6 @@ export async function highestSaleId(pool: Pool): Promise<number> {
   return res.rows[0].id;
 }
 
-/**
- * Sales whose orders may still need care (a workflow to start, a reservation to find): those not ended more
- * than a day ago, in id order.
- */
-export async function recentSaleIds(pool: Pool): Promise<number[]> {
-  const res = await pool.query<{ id: number }>(`SELECT id FROM sale_events WHERE ends_at > now() - interval '1 day' ORDER BY id`);
-  return res.rows.map((r) => r.id);
-}
-
 /** Thrown by loadSale when a rebuild has nothing to restore, would go ahead beside shards that kept their data without force, or another rebuild runs. */
 export class RebuildRefused extends Error {}
 

@@ -9,11 +9,15 @@ import type { Logger } from '../infra/logger';
 import { Orders } from '../order/store';
 import type { OrderInput } from '../order/types';
 import { repairClaims } from '../reservation/claims';
+import { Reconciler } from '../reservation/reconciler';
 import type { FlashRedis } from '../reservation/client';
 import type { ReservationStore } from '../reservation/store';
 import { StartQueue } from '../reservation/startQueue';
 import { ATTR, activeTraceParent, contextOf, inSpan } from '../tracing';
 import type { OrderWorkflows } from '../workflows/client';
+import { closedMark } from '../sale/controls';
+import { reconciledSaleIds } from '../sale/recent';
+import { findSale } from '../sale/sales';
 import { AcceptanceGate, BacklogGate } from './gates';
 import { RecentSales } from './recentSales';
 import { Starter, type StartHooks } from './starter';
@@ -45,11 +49,25 @@ export function createStarter(
   hooks: StartHooks,
 ): Starter {
   const recentSales = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS);
+  const reconciled = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS, reconciledSaleIds);
   const orders = new Orders(clients.pool, clients.store.view);
   const { onBacklog, ...onStart } = hooks;
+  const consumer = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  const acceptance = new AcceptanceGate(config.STARTER_YIELD_ABOVE_PER_S, clients.log);
+  const reconciler = new Reconciler(
+    clients.redis,
+    clients.store.layouts,
+    clients.pool,
+    {
+      items: async (saleId) => (await findSale(clients.pool, saleId))?.items.map(({ itemId, quantity }) => ({ itemId, quantity })) ?? [],
+      mark: (saleId) => closedMark(clients.pool, saleId),
+    },
+    { graceMs: config.RECONCILE_GRACE_MS, everyMs: config.RECONCILE_INTERVAL_MS, fullEveryMs: config.RECONCILE_FULL_INTERVAL_MS, leaseMs: 3 * config.RECONCILE_INTERVAL_MS, owner: consumer },
+  );
   return new Starter({
     queue: new StartQueue(clients.redis, clients.store.layouts),
     repairClaims: (saleId, olderThanMs) => repairClaims(clients.redis, clients.store.layouts, saleId, olderThanMs),
+    reconciler: { reconcile: (saleIds, onFailure) => reconciler.round(saleIds, onFailure), everyMs: config.RECONCILE_INTERVAL_MS, gate: acceptance, saleIds: () => reconciled.ids() },
     // The start joins the buyer's trace through its entry's traceparent: a span for the wait and the call, whose
     // child (the Temporal client's) carries the context on to the workflow.
     start: (order, traceParent) =>
@@ -61,11 +79,11 @@ export function createStarter(
       ),
     saleIds: () => recentSales.ids(),
     gates: [
-      new AcceptanceGate(config.STARTER_YIELD_ABOVE_PER_S, clients.log),
+      acceptance,
       new BacklogGate(() => clients.workflows.taskBacklog(), config.STARTER_MAX_BACKLOG, onBacklog, clients.log),
     ],
     log: clients.log,
-    consumer: `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+    consumer,
     maxInFlight: config.STARTER_MAX_IN_FLIGHT,
     claimIdleMs: config.STARTER_CLAIM_IDLE_MS,
     ...onStart,

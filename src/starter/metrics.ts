@@ -7,7 +7,7 @@
  */
 import { once } from 'node:events';
 import { createServer } from 'node:http';
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Config } from '../config';
 import type { StartHooks } from './starter';
 
@@ -62,10 +62,27 @@ export function starterMetrics(registry: Registry, queueDepths: QueueDepths): St
     'Age of the oldest accepted order still waiting for its workflow, per sale (0 when none waits).',
     (d) => (d.oldestAgeMs ?? 0) / 1000,
   );
+  const repairs = new Counter({
+    name: 'flash_sale_reconciler_repairs_total',
+    help: 'Repairs of Redis from PostgreSQL by this process\'s reconciler, by kind: each means Redis had lost or reordered a write (docs/operations.md).',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+  });
+  const passes = new Histogram({
+    name: 'flash_sale_reconciler_pass_seconds',
+    help: 'Length of this process\'s reconciler passes over one sale, full or incremental (changed).',
+    labelNames: ['pass'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
   return {
     onStarted: (result) => starts.inc({ result: result === 'started' ? 'started' : 'already_started' }),
     onFailure: (cause) => failures.inc({ cause }),
     onBacklog: (tasks) => backlog.set(tasks),
+    onReconciled: (full, ms, made) => {
+      passes.observe({ pass: full ? 'full' : 'changed' }, ms / 1000);
+      for (const repair of made) repairs.inc({ kind: repair.kind });
+    },
   };
 }
 
@@ -86,7 +103,7 @@ export interface StarterEndpoint {
 export async function starterMetricsOf(config: Pick<Config, 'STARTER_METRICS_HOST' | 'STARTER_METRICS_PORT'>): Promise<StarterEndpoint> {
   if (!config.STARTER_METRICS_PORT) {
     const noop = () => undefined;
-    return { hooks: { onStarted: noop, onFailure: noop, onBacklog: noop }, readFrom: noop, close: () => Promise.resolve() };
+    return { hooks: { onStarted: noop, onFailure: noop, onBacklog: noop, onReconciled: noop }, readFrom: noop, close: () => Promise.resolve() };
   }
   let source: QueueDepths = () => Promise.resolve(new Map());
   const registry = new Registry();

@@ -1,9 +1,10 @@
 /**
- * The sales whose start queues the starter polls: the recent ones in PostgreSQL (src/sale/sales.ts recentSaleIds),
- * re-read at most every refreshMs (a sale this process has just reserved in is added by the starter itself).
+ * The sales whose start queues the starter polls: the recent ones in PostgreSQL (src/sale/recent.ts recentSaleIds),
+ * re-read at most every refreshMs (a sale this process has just reserved in is added by the starter itself); or,
+ * with another query, the sales the reconciler looks at (reconciledSaleIds).
  */
 import type { Pool } from 'pg';
-import { recentSaleIds } from '../sale/sales';
+import { recentSaleIds } from '../sale/recent';
 
 export class RecentSales {
   private list: readonly number[] = [];
@@ -13,6 +14,7 @@ export class RecentSales {
   constructor(
     private readonly pool: Pool,
     private readonly refreshMs: number,
+    private readonly query: (pool: Pool) => Promise<number[]> = recentSaleIds,
   ) {}
 
   /** @returns the sale ids. @throws pg errors when PostgreSQL is unreachable and nothing was read before */
@@ -29,7 +31,7 @@ export class RecentSales {
   }
 
   private async read(): Promise<readonly number[]> {
-    this.list = await recentSaleIds(this.pool);
+    this.list = await this.query(this.pool);
     this.readAtMs = Date.now();
     return this.list;
   }

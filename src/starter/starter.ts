@@ -7,18 +7,21 @@
 import type { Logger } from '../infra/logger';
 import { parseEntry, type QueuedOrder, type RawEntry, type StartQueue } from '../reservation/startQueue';
 import type { OrderInput } from '../order/types';
-import { ClaimSweep } from './claimSweep';
 import { classify, type StartFailure } from './failures';
 import type { StartGate } from './gates';
 import { Backoff, PollSchedule } from './schedule';
+import type { ReconcileLoopDeps } from './reconcileLoop';
+import { upkeep, type Upkeep } from './upkeep';
 
 /** What the process running a starter does with each start, failure and backlog reading (its metrics: metrics.ts). */
-export type StartHooks = Pick<StarterDeps, 'onStarted' | 'onFailure'> & { onBacklog(tasks: number): void };
+export type StartHooks = Pick<StarterDeps, 'onStarted' | 'onFailure' | 'onReconciled'> & { onBacklog(tasks: number): void };
 
 export interface StarterDeps {
   queue: StartQueue;
   /** Settles or undoes the sale's purchase claims older than olderThanMs (src/reservation/claims.ts). */
   repairClaims(saleId: number, olderThanMs: number): Promise<{ settled: number; undone: number }>;
+  /** The reconciler's pass over a sale (src/reservation/reconciler.ts), every everyMs, waiting behind its gate's word. */
+  reconciler: Pick<ReconcileLoopDeps, 'reconcile' | 'everyMs' | 'gate' | 'saleIds'>;
   /** Stores the order and starts its workflow; 'already-started' when its id exists. */
   start(order: OrderInput, traceParent?: string): Promise<'started' | 'already-started'>;
   /** The sales whose queues may hold entries (cached by the caller). */
@@ -32,11 +35,12 @@ export interface StarterDeps {
   claimIdleMs: number;
   onStarted(result: 'started' | 'already-started'): void;
   onFailure(cause: StartFailure): void;
+  /** Told each reconciler pass: full or incremental, its length (ms) and the repairs it made. */
+  onReconciled: ReconcileLoopDeps['onPass'];
 }
 
-/** A queue whose oldest entry waits longer than this is logged as behind, at most once per LAG_LOG_MS. */
-const LAG_WARN_MS = 10_000;
-const LAG_LOG_MS = 10_000;
+/** A queue whose oldest entry waits longer than LAG_WARN_MS is logged as behind, at most once per LAG_LOG_MS. */
+const [LAG_WARN_MS, LAG_LOG_MS] = [10_000, 10_000];
 
 export class Starter {
   private running = false;
@@ -52,19 +56,19 @@ export class Starter {
   private idleUntil = Infinity;
   private lastLagLog = 0;
   private lastReadError = 0;
-  private readonly claimSweep: ClaimSweep;
+  private readonly upkeep: Upkeep;
 
   constructor(private readonly deps: StarterDeps) {
     this.schedule = new PollSchedule(deps.claimIdleMs);
-    this.claimSweep = new ClaimSweep({ ...deps, fallbackIds: () => this.schedule.saleIds() });
+    this.upkeep = upkeep(deps, { ...deps.reconciler, onPass: deps.onReconciled }, () => this.schedule.saleIds());
   }
 
-  /** Starts the loop and the claim sweep (idempotent). */
+  /** Starts the loop, the claim sweep and the reconciler (idempotent). */
   start(): void {
     if (this.running) return;
     this.running = true;
     this.loop = this.run();
-    this.claimSweep.start();
+    this.upkeep.start();
   }
 
   /**
@@ -84,7 +88,7 @@ export class Starter {
   async stop(): Promise<void> {
     this.running = false;
     this.wake?.();
-    await Promise.all([this.loop, this.claimSweep.stop()]);
+    await Promise.all([this.loop, this.upkeep.stop()]);
     await Promise.allSettled(this.inFlight);
     const holds = new Set(this.retry.map((r) => r.saleId));
     await Promise.allSettled(this.schedule.saleIds().filter((id) => !holds.has(id)).map((id) => this.deps.queue.leave(id, this.deps.consumer)));
