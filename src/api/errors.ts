@@ -46,6 +46,7 @@ export const STATUS_OF = {
   STOCK_NOT_LOADED: 503,
   SALE_PAUSED: 503,
   RESERVATION_NOT_REPLICATED: 503,
+  RELEASE_PENDING: 503,
 } as const;
 
 export type ErrorCode = keyof typeof STATUS_OF;

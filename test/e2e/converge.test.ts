@@ -102,6 +102,33 @@ test('a reservation a restart lost after the order was stored (no reservation, n
   expect(await settledAudit(config, app.clients, app.temporal, sale.saleId, ids)).toEqual([]);
 }, 120_000);
 
+test('a cancel whose release fails answers 503 RELEASE_PENDING, not 200 with the buyer locked out; once the shard answers, the unit comes back by itself and the buyer buys again', async () => {
+  const sale = await createTestSale(app.clients, { quantities: [1], priceMinor: PRICE, paymentWindowMs: 30_000 });
+  const keys = await keysOf(sale);
+  const first = await press(sale, 'cancel-fails');
+  const orderId = first.body.orderId as string;
+  await until('the order stored', async () => (await orderRow(app.clients.pool, orderId))?.status === 'PENDING');
+  // The shard refuses every release while its loaded mark is away (SHARD_NOT_LOADED), as a node answering errors would.
+  const epoch = (await app.clients.redis.get(keys.loaded)) as string;
+  await app.clients.redis.del(keys.loaded);
+  try {
+    const cancelled = await app.call('POST', `/api/flash-sales/orders/${orderId}/cancel`, { token: await token('cancel-fails') });
+    expect(cancelled).toMatchObject({ status: 503, body: { error: 'RELEASE_PENDING', orderId, status: 'CANCELLED', reason: 'BUYER' } });
+    expect(cancelled.headers.get('retry-after')).toBe('1');
+    expect(await orderRow(app.clients.pool, orderId)).toMatchObject({ status: 'CANCELLED' });
+  } finally {
+    await app.clients.redis.set(keys.loaded, epoch);
+  }
+  const back = Date.now();
+  const freeMs = await msUntil(back, 'the buyer free again', async () => (await orderOf(orderId, 'cancel-fails')).body.status === 'CANCELLED');
+  expect(freeMs).toBeLessThan(5000);
+  expect((await app.call('POST', `/api/flash-sales/orders/${orderId}/cancel`, { token: await token('cancel-fails') })).status).toBe(200);
+  const again = await press(sale, 'cancel-fails');
+  expect(again.status).toBe(202);
+  await app.call('POST', `/api/flash-sales/orders/${again.body.orderId}/cancel`, { token: await token('cancel-fails') });
+  expect(await settledAudit(config, app.clients, app.temporal, sale.saleId, [orderId, again.body.orderId as string])).toEqual([]);
+}, 90_000);
+
 test('a `paid` signal refused for its amount, then the same payment id through the route: PAID, and no refund is published for the payment that paid', async () => {
   const sale = await createTestSale(app.clients, { quantities: [1], priceMinor: PRICE, paymentWindowMs: 20_000 });
   const first = await press(sale, 'refund');

@@ -53,20 +53,38 @@ export function operatorCancelHandler(deps: AppDeps) {
   };
 }
 
+/** Waits before each new try of a cancel's release that failed (ms): the answer waits for them, a few hundred ms at most. */
+const RELEASE_AGAIN_MS = [100, 300];
+
 /**
  * Orders.cancel, answered: 200 CANCELLED with the reason PostgreSQL keeps (a second cancel answers as the first),
  * or the refusal's code. A CANCELLED order's unit goes back to Redis before the answer, so that its buyer may buy
- * again at once (I3); the workflow's compensation then finds it done (I5), or does it if this release failed.
+ * again at once (I3): tried again when it fails, and if it still fails, 503 RELEASE_PENDING (the row stays
+ * CANCELLED; the same cancel again answers 200 once the unit is back, and the workflow's compensation and the
+ * reconciler give it back meanwhile), never a 200 with the buyer still locked out.
  */
 async function cancel({ orders, store, soldOut, workflows, metrics, log }: AppDeps, ctx: Context, orderId: string, reason: CancelReason): Promise<void> {
   const result = await orders.cancel(orderId, reason);
   metrics.cancels.labels(reason, result ? ('error' in result ? result.error : 'CANCELLED') : 'ORDER_NOT_FOUND').inc();
   if (!result) return reply(ctx, 'ORDER_NOT_FOUND');
   if ('error' in result) return reply(ctx, result.error, { orderId });
-  await store.release(result.order, true).then(
-    () => soldOut.unflag(result.order.itemId),
-    (err: unknown) => log.warn({ err: (err as Error).message, orderId }, 'unit not released at the cancel; the workflow releases it'),
-  );
+  const released = await releaseOf(store, result.order);
+  if (released) soldOut.unflag(result.order.itemId);
+  else log.warn({ orderId }, 'unit not released at the cancel: answered 503 RELEASE_PENDING; the workflow and the reconciler release it');
   workflows.signalCancelled(orderId, result.reason).catch((err: unknown) => log.warn({ err: (err as Error).message, orderId }, 'cancelled signal not delivered; the workflow settles at its deadline'));
+  if (!released) return reply(ctx, 'RELEASE_PENDING', { orderId, status: 'CANCELLED', reason: result.reason });
   ctx.body = { orderId, status: 'CANCELLED', reason: result.reason };
+}
+
+/** @returns whether the cancelled order's release went through (ReservationStore.release, idempotent), tried up to three times */
+async function releaseOf(store: AppDeps['store'], order: Parameters<AppDeps['store']['release']>[0]): Promise<boolean> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await store.release(order, true);
+      return true;
+    } catch {
+      if (attempt >= RELEASE_AGAIN_MS.length) return false;
+      await new Promise((resolve) => setTimeout(resolve, RELEASE_AGAIN_MS[attempt]));
+    }
+  }
 }
