@@ -41,8 +41,8 @@ test('each stack draws its own faults: the real Temporal server its service faul
   expect([...server].every((k) => faultKinds('server').includes(k))).toBe(true);
 });
 
-test('the summary counts each kind of fault, the runs it was in, and the runs with a violation', () => {
-  const run = (seed: number, kinds: RunResult['faults'][number]['kind'][], violations: string[]): RunResult => ({
+test('the summary counts each kind of fault, the runs it was in, the runs with a violation and the reconciler\'s repairs', () => {
+  const run = (seed: number, kinds: RunResult['faults'][number]['kind'][], violations: string[], repairs: Record<string, number> = {}): RunResult => ({
     seed,
     saleId: seed,
     faults: kinds.map((kind) => ({ kind, atMs: 0, forMs: 1000, target: 0 })),
@@ -52,14 +52,23 @@ test('the summary counts each kind of fault, the runs it was in, and the runs wi
     payments: 0,
     cancels: 0,
     controls: [],
+    repairs,
     violations,
     durationMs: 1,
   });
-  const table = summary([run(1, ['redis-kill', 'redis-kill'], []), run(2, ['redis-kill', 'api-kill'], ['x'])]);
+  const table = summary([run(1, ['redis-kill', 'redis-kill'], [], { release: 2 }), run(2, ['redis-kill', 'api-kill'], ['x'], { release: 1, restore: 1 })]);
   expect(table).toContain('| redis-kill | 3 | 2 | 1 |');
   expect(table).toContain('| api-kill | 1 | 1 | 1 |');
   expect(table).toContain('| kafka-stop | 0 | 0 | 0 |');
   expect(table).toContain('runs 2 | orders (202) 20 | runs with a violation 1');
+  expect(table).toContain('reconciler repairs: release 3, restore 1');
+  expect(summary([run(3, ['api-kill'], [])])).toContain('reconciler repairs: none');
+});
+
+test('the cluster draws the failover that loses writes in about a quarter of its runs; the single node never', () => {
+  const drew = (set: FaultSet) => Array.from({ length: 1000 }, (_, seed) => planRun(seed, set).faults.some((f) => f.kind === 'redis-failover-lost-writes')).filter(Boolean).length;
+  expect(drew('cluster')).toBeGreaterThan(200);
+  expect(drew('node')).toBe(0);
 });
 
 test('the CI seeds draw every kind of fault of the single node, and the server seeds both of the real server\'s own', () => {

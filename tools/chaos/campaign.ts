@@ -54,6 +54,8 @@ export interface RunResult {
   /** Cancels sent, and the controls answered (pause, resume, end). */
   cancels: number;
   controls: string[];
+  /** What the reconciler repaired in the run's sale, by kind (docs/operations.md, "The reconciler repaired Redis"). */
+  repairs: Record<string, number>;
   violations: string[];
   durationMs: number;
 }
@@ -125,6 +127,7 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet, set: FaultS
     payments: seen.payments.length,
     cancels: seen.cancels.length,
     controls: seen.controls.filter((c) => c.answeredAt !== undefined).map((c) => c.action),
+    repairs: fleet.repairsOf(created.saleId),
     violations,
     durationMs: Date.now() - t0,
   };
@@ -137,7 +140,8 @@ function replayCommand(seed: number, set: FaultSet): string {
 
 const runLine = (r: RunResult) =>
   `seed ${r.seed} sale ${r.saleId}: faults ${r.faults.map((f) => `${f.kind}@${(f.atMs / 1000).toFixed(1)}s`).join(', ')} | ` +
-  `202 ${r.accepted}${r.goneWithShard ? ` (${r.goneWithShard} gone with a shard)` : ''} | ${Object.entries(r.orders).map(([s, n]) => `${s} ${n}`).join(', ')} | payments ${r.payments} | cancels ${r.cancels} | ${r.controls.join('+') || 'no control'} | ${(r.durationMs / 1000).toFixed(0)} s → ` +
+  `202 ${r.accepted}${r.goneWithShard ? ` (${r.goneWithShard} gone with a shard)` : ''} | ${Object.entries(r.orders).map(([s, n]) => `${s} ${n}`).join(', ')} | payments ${r.payments} | cancels ${r.cancels} | ${r.controls.join('+') || 'no control'} | ` +
+  `${Object.keys(r.repairs).length ? `repaired ${Object.entries(r.repairs).map(([kind, n]) => `${kind} ${n}`).join(', ')}` : 'no repair'} | ${(r.durationMs / 1000).toFixed(0)} s → ` +
   (r.violations.length ? `VIOLATION (${r.violations.length})` : 'ok');
 
 /**
@@ -208,6 +212,8 @@ export function summary(results: readonly RunResult[], kinds: readonly FaultKind
   }
   const orders = results.reduce((n, r) => n + r.accepted, 0);
   const failed = results.filter((r) => r.violations.length).length;
+  const repairs = new Map<string, number>();
+  for (const r of results) for (const [kind, n] of Object.entries(r.repairs ?? {})) repairs.set(kind, (repairs.get(kind) ?? 0) + n);
   return [
     '',
     '| fault | injected | runs with it | runs with a violation |',
@@ -215,5 +221,6 @@ export function summary(results: readonly RunResult[], kinds: readonly FaultKind
     ...[...byKind].map(([kind, row]) => `| ${kind} | ${row.faults} | ${row.runs} | ${row.violations} |`),
     '',
     `runs ${results.length} | orders (202) ${orders} | runs with a violation ${failed}`,
+    `reconciler repairs: ${[...repairs].map(([kind, n]) => `${kind} ${n}`).join(', ') || 'none'}`,
   ].join('\n');
 }

@@ -3,7 +3,9 @@ import { readFileSync } from 'node:fs';
 import type { Child } from '../../test/support/processes';
 import calculateSlot from 'cluster-key-slot';
 import { shardKeys, type SaleLayout } from '../../src/reservation/layout';
-import { clusterNodesInfo, masterOf, migrateSlot, nodePid } from '../../test/support/localCluster';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { clusterNodesInfo, dropReplicaLinks, masterOf, migrateSlot, nodePid, replicaPort } from '../../test/support/localCluster';
 import { dropConnections } from '../../test/support/connectionDrops';
 import { loadSale } from '../../src/sale/sales';
 import { Fleet, livePid, onStack, services } from './fleet';
@@ -70,6 +72,11 @@ async function redisFault(fault: PlannedFault, fleet: Fleet, clients: Clients, l
     case 'redis-reshard':
       await reshard(tag, fault.forMs);
       return true;
+    case 'redis-failover-lost-writes':
+      await failoverLosingWrites(tag, fault.forMs);
+      // The killed master back, as a replica of the promoted one.
+      await services('up');
+      return true;
     case 'redis-connections-drop': {
       const storm = dropConnections(clusterNodesInfo().filter((n) => n.master && !n.failed).map((n) => n.port), 20);
       await sleep(fault.forMs);
@@ -92,6 +99,32 @@ async function redisFault(fault: PlannedFault, fleet: Fleet, clients: Clients, l
     default:
       return false;
   }
+}
+
+/**
+ * A failover that loses writes, on the master serving a shard's tag: its replica stopped (SIGSTOP) and its
+ * replication link closed, so that what the master writes for forMs reaches no replica (nor the stopped one's
+ * socket); then the master SIGKILLed, the replica resumed and promoted at once (CLUSTER FAILOVER TAKEOVER), before
+ * anything could teach it those writes: reservations, releases, claims and marks of that stretch are gone from the
+ * shard, while PostgreSQL keeps what it was told.
+ */
+async function failoverLosingWrites(tag: string, forMs: number): Promise<void> {
+  await onStack(async () => {
+    const master = masterOf(tag);
+    const masterPort = master && Number(master.split(':')[1]);
+    const replica = masterPort ? replicaPort(masterPort) : undefined;
+    if (!masterPort || replica === undefined) return;
+    const replicaPid = nodePid(replica);
+    process.kill(replicaPid, 'SIGSTOP');
+    try {
+      dropReplicaLinks(masterPort);
+      await sleep(forMs);
+      process.kill(nodePid(masterPort), 'SIGKILL');
+    } finally {
+      process.kill(replicaPid, 'SIGCONT');
+    }
+    await promisify(execFile)('redis-cli', ['-h', '127.0.0.1', '-p', String(replica), 'CLUSTER', 'FAILOVER', 'TAKEOVER']);
+  });
 }
 
 /** Moves the slot of a shard's tag to another master, and back forMs later. */

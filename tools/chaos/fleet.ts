@@ -1,6 +1,6 @@
 /** The campaign's processes (two APIs, two workers, Temporal behind a relay) and the stack's services it stops and starts. */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort, startChild, type Child } from '../../test/support/processes';
@@ -87,6 +87,19 @@ export class Fleet {
 
   async stop(): Promise<void> {
     await Promise.allSettled([...this.apis, ...this.workers].map((c) => c.stop()));
+  }
+
+  /** @returns the reconciler's repairs in the sale, by kind, as every incarnation of the API processes logged them */
+  repairsOf(saleId: number): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const file of readdirSync(this.dir).filter((f) => f.startsWith('api-') && f.endsWith('.log'))) {
+      for (const line of readFileSync(join(this.dir, file), 'utf8').split('\n')) {
+        if (!line.includes('reconciler repaired Redis')) continue;
+        const entry = JSON.parse(line) as { saleId?: number; repair?: string };
+        if (entry.saleId === saleId && entry.repair) counts[entry.repair] = (counts[entry.repair] ?? 0) + 1;
+      }
+    }
+    return counts;
   }
 }
 

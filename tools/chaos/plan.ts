@@ -19,7 +19,8 @@ export type FaultKind =
   | 'redis-shard-loss'
   | 'shard-loss-workers-stopped'
   | 'temporal-history-kill'
-  | 'temporal-frontend-restart';
+  | 'temporal-frontend-restart'
+  | 'redis-failover-lost-writes';
 
 /** How often each kind is drawn (Kafka's is rare: it lasts longer than the activity timeout, 30 s). */
 const FAULT_WEIGHTS: [FaultKind, number][] = [
@@ -39,8 +40,10 @@ const FAULT_WEIGHTS: [FaultKind, number][] = [
  * On the Redis Cluster (`--cluster`): the single node's faults give way to a master SIGKILLed (its replica takes
  * over; the node comes back as a replica), the slot of one of the sale's shards migrated to another master
  * while the sale goes on (ASK, then MOVED; moved back as the repair), every client connection of the masters
- * closed every 20 ms (replies of scripts Redis ran are lost), and one shard's keys deleted at once, as a master
- * restarted empty would lose them, then rebuilt (forced: the other shards kept theirs) as docs/operations.md says.
+ * closed every 20 ms (replies of scripts Redis ran are lost), one shard's keys deleted at once, as a master
+ * restarted empty would lose them, then rebuilt (forced: the other shards kept theirs) as docs/operations.md says,
+ * and a failover that loses writes: a shard's replica stalled and cut off while presses, releases and controls go
+ * on, its master killed, the replica resumed and promoted without what it missed (the reconciler's to repair).
  */
 const CLUSTER_FAULT_WEIGHTS: [FaultKind, number][] = [
   ...FAULT_WEIGHTS.filter(([kind]) => kind !== 'redis-kill'),
@@ -48,6 +51,7 @@ const CLUSTER_FAULT_WEIGHTS: [FaultKind, number][] = [
   ['redis-reshard', 3],
   ['redis-connections-drop', 3],
   ['redis-shard-loss', 2],
+  ['redis-failover-lost-writes', 6],
 ];
 /**
  * On the real Temporal server (`--temporal-server`): the dev server's restart gives way to the history service
