@@ -13,18 +13,21 @@ const LIVE = new Set(['PENDING', 'PAID']);
 
 /**
  * Applies the repairs, each one compare-and-set, after a fresh look at PostgreSQL for those that depend on it
- * (a restore needs the order still live, a unit freed or given back needs no live order holding it).
+ * (a restore or a buyer's entry needs the order still live, a unit freed or given back needs no live order
+ * holding it). An order can end between that look and the write, and its own release run before the write: a
+ * buyer's entry set is looked at again after the write and cleared if its order ended meanwhile (a restore
+ * needs no second look: RESTORE refuses an order its shard released).
  * @returns the repairs that wrote
  */
 export async function applyRepairs(redis: FlashRedis, pool: Pool, layout: SaleLayout, { repairs, epochs }: { repairs: Repair[]; epochs: ReadonlyMap<number, string> }): Promise<Repair[]> {
   if (!repairs.length) return [];
-  const restoring = repairs.flatMap((r) => (r.kind === 'restore' ? [r.order.orderId] : []));
-  const stillLive = await rowStates(pool, restoring);
+  const stillLive = await rowStates(pool, repairs.flatMap(liveOrderOf));
   const units = repairs.flatMap((r) => ((r.kind === 'free' || (r.kind === 'release' && r.unitBack)) ? [{ itemId: r.itemId, unit: r.unit }] : []));
   const held = await heldUnits(pool, units);
   const applied: Repair[] = [];
   for (const repair of repairs) {
-    if (repair.kind === 'restore' && !LIVE.has(stillLive.get(repair.order.orderId)?.status ?? '')) continue;
+    const needsLive = liveOrderOf(repair);
+    if (needsLive.length && !LIVE.has(stillLive.get(needsLive[0])?.status ?? '')) continue;
     if (repair.kind === 'free' && held.has(`${repair.itemId}:${repair.unit}`)) continue;
     const epoch = epochs.get(repair.k);
     if (epoch === undefined) continue;
@@ -37,7 +40,20 @@ export async function applyRepairs(redis: FlashRedis, pool: Pool, layout: SaleLa
       await run(redis, layout, { k: repair.home, kind: 'clearBuyer', userId: repair.userId, orderId: repair.orderId, seen: '' }, homeEpoch, held);
     }
   }
+  const entries = applied.filter((r): r is Extract<Repair, { kind: 'setBuyer' }> => r.kind === 'setBuyer');
+  const after = await rowStates(pool, entries.map((r) => r.orderId));
+  for (const entry of entries) {
+    const epoch = epochs.get(entry.k);
+    if (LIVE.has(after.get(entry.orderId)?.status ?? '') || epoch === undefined) continue;
+    await run(redis, layout, { k: entry.k, kind: 'clearBuyer', userId: entry.userId, orderId: entry.orderId, seen: '' }, epoch, held);
+  }
   return applied;
+}
+
+/** @returns the order a repair needs still live in PostgreSQL when it writes (none or one) */
+function liveOrderOf(repair: Repair): string[] {
+  if (repair.kind === 'restore') return [repair.order.orderId];
+  return repair.kind === 'setBuyer' ? [repair.orderId] : [];
 }
 
 async function remark(redis: FlashRedis, layout: SaleLayout, repair: Extract<Repair, { kind: 'mark' }>): Promise<boolean> {

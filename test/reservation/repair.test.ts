@@ -8,10 +8,12 @@
 import { randomUUID } from 'node:crypto';
 import { newOrderId } from '../../src/order/orderId';
 import type { OrderInput } from '../../src/order/types';
+import type { Pool } from 'pg';
 import { reservationValue } from '../../src/reservation/formats';
 import { saleKeys } from '../../src/reservation/layout';
+import { applyRepairs } from '../../src/reservation/repairs';
 import type { Sale } from '../../src/sale/sales';
-import { connectClients, createTestSale, testConfig, type Clients } from '../support/helpers';
+import { connectClients, createTestSale, orderRow, testConfig, type Clients } from '../support/helpers';
 
 const config = testConfig();
 let clients: Clients;
@@ -31,9 +33,9 @@ async function repair(sale: Sale, op: string, args: string[], epoch?: string): P
   return clients.redis.repair(keys.loaded, keys.rebuilding, keys.reservations, keys.buyers, keys.released, keys.stock(itemId), keys.returns(itemId), op, at, ...args);
 }
 
-/** A reservation of the sale's item made by the store, as a press makes it (its start queue entry dropped). */
-async function reserved(sale: Sale): Promise<OrderInput> {
-  const order: OrderInput = { orderId: newOrderId(sale.saleId), saleId: sale.saleId, itemId: sale.items[0].itemId, userId: `repair-${randomUUID()}`, priceMinor: 100, paymentWindowMs: 60_000, reservedAtMs: Date.now() };
+/** A reservation of the sale's item made by the store (its payment window 60 s from reservedAtMs), as a press makes it (its start queue entry dropped). */
+async function reserved(sale: Sale, reservedAtMs = Date.now()): Promise<OrderInput> {
+  const order: OrderInput = { orderId: newOrderId(sale.saleId), saleId: sale.saleId, itemId: sale.items[0].itemId, userId: `repair-${randomUUID()}`, priceMinor: 100, paymentWindowMs: 60_000, reservedAtMs };
   const outcome = await clients.store.reserve(order);
   if (outcome.kind !== 'RESERVED') throw new Error(`not reserved: ${outcome.kind}`);
   await clients.redis.del(saleKeys(sale.saleId).startQueue);
@@ -92,4 +94,35 @@ test('entries, taken units and duplicates: each written only while what was read
   expect(await repair(sale, 'TAKE', ['1', order.orderId, 'not-its-value'])).toBe(0);
   expect(await repair(sale, 'TAKE', ['1', order.orderId, reservationValue(order)])).toBe(1);
   expect(await free(sale)).toEqual(['2', '3']);
+});
+
+test('an entry set for a live order that ends between the look at PostgreSQL and the write (its release first) is cleared at once', async () => {
+  const sale = await createTestSale(clients, { quantities: [3] });
+  const order = await reserved(sale, Date.now() - 61_000);
+  await clients.orders.place(order);
+  const keys = saleKeys(sale.saleId);
+  // What the reconciler found: a live order without its buyer's entry.
+  await clients.redis.hdel(keys.buyers, order.userId);
+  // Right after the look before the write: the order expires and its release runs (it finds no entry to clear).
+  let looks = 0;
+  const pool = new Proxy(clients.pool, {
+    get(target, prop) {
+      if (prop !== 'query') return Reflect.get(target, prop) as unknown;
+      return async (...args: Parameters<Pool['query']>) => {
+        const res = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+        if (String(args[0]).includes('"ageMs"') && looks++ === 0) {
+          await clients.orders.settle(order, Date.now());
+          await clients.store.release(order);
+        }
+        return res;
+      };
+    },
+  });
+  const layout = await clients.store.layouts.get(sale.saleId);
+  const epochs = new Map([[0, (await clients.redis.get(keys.loaded)) as string]]);
+  const applied = await applyRepairs(clients.redis, pool, layout, { repairs: [{ k: 0, kind: 'setBuyer', userId: order.userId, orderId: order.orderId, expected: '', seen: 'test' }], epochs });
+  expect(applied.map((r) => r.kind)).toEqual(['setBuyer']);
+  expect(await orderRow(clients.pool, order.orderId)).toMatchObject({ status: 'EXPIRED' });
+  expect(looks).toBe(2);
+  expect(await clients.redis.hget(keys.buyers, order.userId)).toBeNull();
 });
