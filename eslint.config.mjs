@@ -34,18 +34,23 @@ export default tseslint.config(
             // the reservation, then the sale and the workflow with its activities, then the processes.
             {
               target: './src/order',
-              from: ['./src/reservation', './src/sale', './src/workflows', './src/activities', './src/starter', './src/api', './src/worker', './src/cli', './src/consumers'],
+              from: ['./src/reservation', './src/sale', './src/workflows', './src/activities', './src/payments', './src/starter', './src/api', './src/worker', './src/cli', './src/consumers'],
               message: 'src/order is the bottom room: it imports no room above it',
             },
             {
               target: './src/reservation',
-              from: ['./src/sale', './src/workflows', './src/activities', './src/starter', './src/api', './src/worker', './src/cli', './src/consumers'],
+              from: ['./src/sale', './src/workflows', './src/activities', './src/payments', './src/starter', './src/api', './src/worker', './src/cli', './src/consumers'],
               message: 'src/reservation imports only src/order among the rooms',
             },
             {
               target: ['./src/sale', './src/workflows', './src/activities'],
+              from: ['./src/payments', './src/starter', './src/api', './src/worker', './src/cli', './src/consumers'],
+              message: 'the sale, the workflow and its activities import no client room (payments) or process room (starter, api, worker, cli, consumers)',
+            },
+            {
+              target: './src/payments',
               from: ['./src/starter', './src/api', './src/worker', './src/cli', './src/consumers'],
-              message: 'the sale, the workflow and its activities import no process room (starter, api, worker, cli, consumers)',
+              message: 'the payment client imports the order and the workflow definitions, no process room',
             },
           ],
         },

@@ -14,7 +14,7 @@ import { activeTraceParent } from '../tracing';
 
 /** What the activities use of the order's store and the reservations. */
 export interface ActivityDeps {
-  orders: Pick<Orders, 'stored' | 'place' | 'pay' | 'cancel' | 'settle' | 'queueEvent'>;
+  orders: Pick<Orders, 'terms' | 'stored' | 'place' | 'pay' | 'cancel' | 'settle' | 'queueEvent'>;
   reservations: Pick<ReservationStore, 'release'>;
 }
 
@@ -36,6 +36,11 @@ export function createActivities({ orders, reservations }: ActivityDeps) {
   const event = (type: OrderEvent['type'], order: OrderInput, extra: Parameters<typeof orderEvent>[3] = {}) => orderEvent(type, order, new Date(), extra);
 
   return {
+    /** Orders.terms, for a workflow a payment started with the id alone. @returns null for an id naming no accepted order */
+    async orderTerms(orderId: string): Promise<OrderInput | null> {
+      return (await orders.terms(orderId)) ?? null;
+    },
+
     /**
      * Places the order (Orders.place: PENDING holding its unit, I1, I3; or REJECTED; with OrderPlaced), with this
      * activity's span as its traceparent when tracing is on. A retry, or a row stored first (by the starter, before

@@ -18,7 +18,7 @@ import { clientKeyOf } from './clientAddress';
 import type { AppDeps } from './deps';
 import { isUnavailable, reply, type ErrorCode } from './errors';
 import { metricsHandler, openApiDocument, publicOpenApiDocument, readinessHandler } from './routes/ops';
-import { devPaymentHandler, getOrderHandler, paymentHandler, paymentMetrics } from './routes/orders';
+import { devPaymentHandler, getOrderHandler, paymentHandler, paymentMetrics, paymentOrderHandler } from './routes/orders';
 import { buyerCancelHandler, operatorCancelHandler, paymentFailureHandler } from './routes/cancel';
 import { consoleAssetHandler, consolePageHandler, saleLiveHandler } from './routes/console';
 import { purchaseHandler, purchaseMetrics, soldOutAnswer } from './routes/purchase';
@@ -101,6 +101,11 @@ function credentialGuard(deps: AppDeps, limits: RateLimits, clientKey: ReturnTyp
   };
 }
 
+/** A route that answers a fixed JSON document (the contract). */
+const serve = (document: object) => (ctx: Context) => {
+  ctx.body = document;
+};
+
 /** The API's two listeners' applications: what buyers may reach, and what only the house may. */
 export interface Apps {
   /** Buyers' routes, the sale view and page, the clock, /healthz and the public contract (and development routes). */
@@ -140,9 +145,7 @@ export async function createApps(deps: AppDeps): Promise<Apps> {
     .get('/api/flash-sales/orders/:orderId', byClient, buyer, byBuyer, getOrderHandler(deps))
     .post('/api/flash-sales/orders/:orderId/cancel', byClient, buyer, byBuyer, buyerCancelHandler(deps))
     .get('/healthz', healthHandler)
-    .get('/openapi.json', (ctx) => {
-      ctx.body = publicOpenApiDocument;
-    })
+    .get('/openapi.json', serve(publicOpenApiDocument))
     .get('/sale/:saleId', reads, salePageHandler())
     .get('/sale/assets/:file', saleAssetHandler());
   // Anyone may mint a buyer token here: a development convenience for the sale page, only while tokens are
@@ -154,6 +157,7 @@ export async function createApps(deps: AppDeps): Promise<Apps> {
 
   const internalRouter = new Router({ methods: METHODS });
   internalRouter
+    .get('/api/flash-sales/orders/:orderId/payment', paymentService, paymentOrderHandler(deps))
     .post('/api/flash-sales/orders/:orderId/payment', paymentMetrics(deps, replyToError), paymentService, traced, json, paymentHandler(deps))
     .post('/api/flash-sales/orders/:orderId/payment-failure', paymentService, traced, json, paymentFailureHandler(deps))
     .post('/api/admin/orders/:orderId/cancel', admin, traced, json, operatorCancelHandler(deps))
@@ -169,9 +173,7 @@ export async function createApps(deps: AppDeps): Promise<Apps> {
     .get('/healthz', healthHandler)
     .get('/readyz', readinessHandler(deps))
     .get('/metrics', metricsHandler(deps))
-    .get('/openapi.json', (ctx) => {
-      ctx.body = openApiDocument;
-    });
+    .get('/openapi.json', serve(openApiDocument));
 
   const publicApp = new Koa();
   // The stampede's sold-out answers, before any async layer and the router's dispatch.

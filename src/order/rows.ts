@@ -225,3 +225,22 @@ async function ordersIn(pool: Pool, saleId: number, statuses: OrderStatus[]): Pr
   const res = await pool.query<OrderInput>(`SELECT ${ORDER_TERMS} FROM orders WHERE sale_id = $1 AND status = ANY($2)`, [saleId, statuses]);
   return res.rows;
 }
+
+/**
+ * The expiry's one statement (Orders.settle): a PENDING row past its deadline by atMs becomes EXPIRED, with
+ * OrderExpired queued; any other is read as it is.
+ * @returns the row's status after it, or undefined when there is no such row
+ */
+export async function settleRow(pool: Pool, orderId: string, atMs: number, traceParent?: string) {
+  const res = await pool.query<{ status: OrderStatus; paymentId: string | null; reason: string | null }>(
+    `WITH expired AS (
+       UPDATE orders SET status = 'EXPIRED', updated_at = now()
+       WHERE id = $1 AND status = 'PENDING' AND NOT ${windowOpen('deadline_at', '$2')} RETURNING id, sale_id, item_id, user_id
+     ), events AS (${outboxInsert([eventOf('expired', 'OrderExpired', 1)], '$3')})
+     SELECT CASE WHEN EXISTS (SELECT 1 FROM expired) THEN 'EXPIRED' ELSE o.status END AS status,
+            o.payment_id AS "paymentId", o.reason
+     FROM orders o WHERE o.id = $1`,
+    [orderId, new Date(atMs), traceParent ?? null],
+  );
+  return res.rows[0];
+}

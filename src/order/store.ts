@@ -9,8 +9,8 @@ import type { Pool } from 'pg';
 import { activeTraceParent } from '../tracing';
 import type { OrderEvent } from './events';
 import { saleOfOrder } from './orderId';
-import { eventOf, outboxInsert, queueEvent } from './outbox';
-import { asOrder, cancelRow, isPaymentUsed, ORDER_COLUMNS, outcome, payOrStore, placeRow, refusal, refusedFor, rejectRow, windowOpen, type OrderRow } from './rows';
+import { queueEvent } from './outbox';
+import { asOrder, cancelRow, isPaymentUsed, ORDER_COLUMNS, ORDER_TERMS, outcome, payOrStore, placeRow, refusal, refusedFor, rejectRow, settleRow, type OrderRow } from './rows';
 import { compensationFor, paymentDeadlineMs, paysPrice, type CancelReason, type CancelResult, type Order, type OrderInput, type OrderStatus, type Outcome, type PayResult, type Payment } from './types';
 
 /**
@@ -171,19 +171,8 @@ export class Orders {
    *   is no such row
    */
   async settle(order: OrderInput, atMs: number): Promise<Outcome | undefined> {
-    const res = await this.pool.query<{ status: OrderStatus; paymentId: string | null; reason: string | null }>(
-      `WITH expired AS (
-         UPDATE orders SET status = 'EXPIRED', updated_at = now()
-         WHERE id = $1 AND status = 'PENDING' AND NOT ${windowOpen('deadline_at', '$2')} RETURNING id, sale_id, item_id, user_id
-       ), events AS (${outboxInsert([eventOf('expired', 'OrderExpired', 1)], '$3')})
-       SELECT CASE WHEN EXISTS (SELECT 1 FROM expired) THEN 'EXPIRED' ELSE o.status END AS status,
-              o.payment_id AS "paymentId", o.reason
-       FROM orders o WHERE o.id = $1`,
-      [order.orderId, new Date(atMs), activeTraceParent() ?? null],
-    );
-    const row = res.rows[0];
-    if (!row) return undefined;
-    return outcome(row.status, row.paymentId, row.reason);
+    const row = await settleRow(this.pool, order.orderId, atMs, activeTraceParent());
+    return row && outcome(row.status, row.paymentId, row.reason);
   }
 
   /**
@@ -216,6 +205,19 @@ export class Orders {
     return res.rows[0]?.traceParent ?? undefined;
   }
 
+  /**
+   * An accepted order's terms from its id alone, for a run a payment started (docs/design.md, "Payments before the
+   * start"): its row's, else its reservation's. @returns undefined when the id names no accepted order
+   */
+  async terms(orderId: string): Promise<OrderInput | undefined> {
+    const read = async () => (await this.pool.query<OrderInput & { unit: number | null }>(`SELECT ${ORDER_TERMS} FROM orders WHERE id = $1`, [orderId])).rows[0];
+    // No reservation either: the row again, as a cancel may have stored it and released between the two reads.
+    const row = (await read()) ?? (await this.reserved(orderId)) ?? (await read());
+    if (!row) return undefined;
+    const { unit, reservedAtMs, paymentWindowMs, ...terms } = row;
+    return { ...terms, reservedAtMs: Math.round(reservedAtMs), paymentWindowMs: Math.round(paymentWindowMs), ...(unit !== null && unit !== undefined && { unit }) };
+  }
+
   /** @returns the order's terms from its reservation in its sale (which its id carries), or undefined */
   private async reserved(orderId: string): Promise<OrderInput | undefined> {
     const saleId = saleOfOrder(orderId);
@@ -245,5 +247,4 @@ export class Orders {
     if (!stored) throw new Error(`order ${orderId} has no row`);
     return stored;
   }
-
 }

@@ -1,10 +1,19 @@
 /**
- * The order workflow's public surface, shared by the workflow, the API and the payment service:
- * signal `paid`, update `pay`, query `status`, and the custom search attributes the Web UI filters on.
+ * The order workflow's public surface, shared by the workflow, the API and the payment service: its input,
+ * signals `paid` and `cancelled`, updates `pay` and `cancel`, query `status`, and the custom search attributes the
+ * Web UI filters on.
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CancelReason, CancelResult, Order, PayResult, Payment } from '../order/types';
+
+/**
+ * The input of a workflow a payment starts (signal-with-start, update-with-start: src/payments/client.ts): the
+ * order's id alone, from which the workflow reads its terms (Orders.terms). The starter's input is OrderInput.
+ */
+export interface OrderRef {
+  orderId: string;
+}
 
 /** Fire-and-forget "paid" from the payment service; a late one yields a PaymentRefundRequired event. */
 export const paidSignal = defineSignal<[Payment]>('paid');

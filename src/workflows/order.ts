@@ -1,5 +1,6 @@
 /**
- * orderWorkflow, one per accepted order (workflow id = orderId), keeps the 202's promise (I4): place; wait for
+ * orderWorkflow, one per accepted order (workflow id = orderId), keeps the 202's promise (I4): started by the
+ * starter with the order's terms, or earlier by a payment with its id alone (its terms then read first); place; wait for
  * a payment or a cancel until the deadline the buyer was shown; settle PAID, CANCELLED or EXPIRED (REJECTED if
  * PostgreSQL will not store it); then, if unsold, the compensation as a step of its own. PostgreSQL decides
  * payment, cancel and deadline on the order's row and the workflow follows it, so a replayed local activity
@@ -23,7 +24,7 @@ import {
   type PayResult,
   type Payment,
 } from '../order/types';
-import { cancelledSignal, cancelUpdate, OrderStatusKey, paidSignal, payUpdate, statusQuery, type CancelRequest } from './definitions';
+import { cancelledSignal, cancelUpdate, OrderStatusKey, paidSignal, payUpdate, statusQuery, type CancelRequest, type OrderRef } from './definitions';
 
 const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
 const local = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry });
@@ -42,13 +43,16 @@ function checkPayment(p: unknown): { ok: true; payment: Payment } | { ok: false;
   return { ok: true, payment: { paymentId, amount: candidate?.amount as number } };
 }
 
-/** The pay update's validator: a malformed or mispriced payment is refused before history, leaving no trace (I7). */
-function validatePayment(order: OrderInput, payment: Payment): void {
+/**
+ * The pay update's validator: a malformed or mispriced payment is refused before history, leaving no trace (I7).
+ * Before the terms are read (a run a payment started), the price is left to PostgreSQL, which answers AMOUNT_MISMATCH.
+ */
+function validatePayment(order: OrderInput | undefined, payment: Payment): void {
   const checked = checkPayment(payment);
   if (!checked.ok) {
     throw ApplicationFailure.nonRetryable(`payment needs a paymentId of 1-${MAX_PAYMENT_ID} printable ASCII characters and an integer amount >= 0`, 'INVALID_PAYMENT');
   }
-  if (!paysPrice(order, checked.payment)) throw ApplicationFailure.nonRetryable(`the price is ${order.priceMinor} minor units`, 'AMOUNT_MISMATCH');
+  if (order && !paysPrice(order, checked.payment)) throw ApplicationFailure.nonRetryable(`the price is ${order.priceMinor} minor units`, 'AMOUNT_MISMATCH');
 }
 
 /** The cancel update's validator: a reason other than CancelReason's is refused before history. */
@@ -56,43 +60,37 @@ function validateCancel(request: CancelRequest): void {
   if (!isCancelReason(request?.reason)) throw ApplicationFailure.nonRetryable(`reason is one of ${CANCEL_REASONS.join(', ')}`, 'INVALID_CANCEL');
 }
 
-/** @returns the final view of the order (PAID, CANCELLED, EXPIRED or REJECTED) */
-export async function orderWorkflow(order: OrderInput): Promise<Order> {
-  const deadlineMs = paymentDeadlineMs(order);
+/**
+ * @param input the order's terms (the starter), or its id alone (a payment that came first: OrderRef)
+ * @returns the final view of the order (PAID, CANCELLED, EXPIRED or REJECTED)
+ * @throws non-retryable ORDER_NOT_FOUND, storing nothing, when a payment started it for an id naming no accepted order
+ */
+export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order> {
+  const orderId = input.orderId;
+  let known: OrderInput | undefined = 'saleId' in input ? input : undefined;
+  const terms = known ? Promise.resolve(known) : termsOf(orderId).then((read) => (known = read));
   // Set once the order has its row: payments that arrive before wait for it.
   let placed: Outcome | undefined = undefined;
   let settled: Outcome | undefined;
   const refunds: { payment: Payment; reason: string }[] = [];
 
-  const view = (): Order => ({
-    orderId: order.orderId,
-    saleId: order.saleId,
-    itemId: order.itemId,
-    userId: order.userId,
-    status: settled?.status ?? 'PENDING',
-    priceMinor: order.priceMinor,
-    paymentDeadline: new Date(deadlineMs).toISOString(),
-    ...(settled?.paymentId && { paymentId: settled.paymentId }),
-    ...(settled?.reason && { reason: settled.reason }),
-  });
-
-  // A payment is decided once the order has its row; an accepted one settles the order (PAID) at once.
+  // Handlers are set before the first wait: the SDK rejects an update with no handler at the end of its activation
+  // (update-with-start's `pay`). A payment is decided once the order has its row; an accepted one settles it PAID.
   const pay = async (payment: Payment): Promise<PayResult> => {
     await condition(() => placed !== undefined);
     // An order PostgreSQL refused has no row to pay.
     if (placed?.status === 'REJECTED') return { error: 'ORDER_NOT_PENDING' };
-    const result = await local.payOrder(order, payment);
+    const result = await local.payOrder(await terms, payment);
     if ('status' in result) settled ??= { status: 'PAID', paymentId: result.paymentId };
     return result;
   };
-  setHandler(statusQuery, view);
-  setHandler(payUpdate, pay, { validator: (payment: Payment) => validatePayment(order, payment) });
+  setHandler(payUpdate, pay, { validator: (payment: Payment) => validatePayment(known, payment) });
   setHandler(paidSignal, async (raw: unknown) => {
     // A signal cannot be refused on arrival, so a bad one must not fail the workflow task (that would block
     // the order forever); money that was not taken must be refunded, so say so on Kafka.
     const checked = checkPayment(raw);
     if (!checked.ok) {
-      log.warn('malformed paid signal', { orderId: order.orderId, paymentId: checked.paymentId });
+      log.warn('malformed paid signal', { orderId, paymentId: checked.paymentId });
       if (checked.paymentId) refunds.push({ payment: { paymentId: checked.paymentId, amount: 0 }, reason: 'INVALID_PAYMENT' });
       return;
     }
@@ -105,7 +103,7 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
   const cancel = async (reason: CancelReason): Promise<CancelResult> => {
     await condition(() => placed !== undefined);
     if (placed?.status === 'REJECTED') return { error: 'ORDER_NOT_PENDING' };
-    const result = await local.cancelOrder(order, reason);
+    const result = await local.cancelOrder(await terms, reason);
     if ('status' in result) settled ??= { status: 'CANCELLED', reason: result.reason };
     return result;
   };
@@ -113,9 +111,24 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
   setHandler(cancelledSignal, async (raw: unknown) => {
     // A signal cannot be refused on arrival: a malformed one is logged and changes nothing.
     const reason = (raw as Partial<CancelRequest> | null)?.reason;
-    if (!isCancelReason(reason)) return log.warn('malformed cancelled signal', { orderId: order.orderId });
+    if (!isCancelReason(reason)) return log.warn('malformed cancelled signal', { orderId });
     await cancel(reason);
   });
+
+  const order = await terms;
+  const deadlineMs = paymentDeadlineMs(order);
+  const view = (): Order => ({
+    orderId,
+    saleId: order.saleId,
+    itemId: order.itemId,
+    userId: order.userId,
+    status: settled?.status ?? 'PENDING',
+    priceMinor: order.priceMinor,
+    paymentDeadline: new Date(deadlineMs).toISOString(),
+    ...(settled?.paymentId && { paymentId: settled.paymentId }),
+    ...(settled?.reason && { reason: settled.reason }),
+  });
+  setHandler(statusQuery, view);
 
   const placing = await place(order);
   placed = placing.placed;
@@ -131,6 +144,17 @@ export async function orderWorkflow(order: OrderInput): Promise<Order> {
     await local.publishEvent(event);
   }
   return view();
+}
+
+/**
+ * The terms of an order a payment started with its id alone (its search attributes come with the start, from
+ * the payment client's lookup): the deadline is the one the buyer was shown, from the reservation, not from this start.
+ * @throws non-retryable ORDER_NOT_FOUND when the id names no accepted order (no row, no reservation)
+ */
+async function termsOf(orderId: string): Promise<OrderInput> {
+  const terms = await local.orderTerms(orderId);
+  if (!terms) throw ApplicationFailure.nonRetryable(`order ${orderId} names no accepted order`, 'ORDER_NOT_FOUND');
+  return terms;
 }
 
 /**

@@ -35,6 +35,10 @@ function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayOu
   const released: [string, boolean][] = [];
   const deps: ActivityDeps = {
     orders: {
+      terms: async () => {
+        calls.push('terms');
+        return undefined;
+      },
       stored: async () => {
         calls.push('stored');
         return answers.stored;

@@ -7,7 +7,7 @@
  * test/workflows/order.timeskipping.test.ts runs the same workflow with the real activities.
  */
 import { randomUUID } from 'node:crypto';
-import type { WorkflowHandle } from '@temporalio/client';
+import { WithStartWorkflowOperation, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
@@ -15,7 +15,7 @@ import type { Activities } from '../../src/activities';
 import type { OrderEvent } from '../../src/order/events';
 import type { CancelReason, CancelResult, Order, OrderInput, Outcome, PayResult, Payment } from '../../src/order/types';
 import { startOrderWorkflow } from '../../src/workflows/client';
-import { cancelledSignal, cancelUpdate, payUpdate } from '../../src/workflows/definitions';
+import { cancelledSignal, cancelUpdate, paidSignal, payUpdate, type OrderRef } from '../../src/workflows/definitions';
 import { timeSkippingEnvironment } from '../support/temporalRuntime';
 
 const TASK_QUEUE = 'orders-mocked';
@@ -30,6 +30,8 @@ interface Script {
   settle: Outcome;
   pay?: (payment: Payment) => PayResult;
   cancel?: (reason: CancelReason) => CancelResult;
+  /** orderTerms' answer, for a workflow a payment started with the order's id alone */
+  terms?: OrderInput | null;
 }
 
 /** One activity call, as the workflow made it. */
@@ -49,6 +51,11 @@ function record(orderId: string, name: keyof Activities, ...args: unknown[]): Sc
 }
 
 const mocked: Activities = {
+  async orderTerms(orderId: string): Promise<OrderInput | null> {
+    const { terms } = record(orderId, 'orderTerms');
+    if (terms === undefined) throw new Error('no terms scripted');
+    return terms;
+  },
   async placeOrder(order: OrderInput): Promise<Outcome> {
     const { place } = record(order.orderId, 'placeOrder');
     if (place instanceof Error) throw place;
@@ -201,4 +208,53 @@ test('PostgreSQL cannot store it at all (a constraint the order cannot meet): re
   expect(result).toMatchObject({ status: 'REJECTED', reason: 'CONSTRAINT_VIOLATION' });
   expect(steps(order)).toEqual(['placeOrder', 'rejectUnstored', 'releaseUnit']);
   expect(calls.get(order.orderId)?.at(-1)).toEqual({ name: 'releaseUnit', args: [true] });
+});
+
+describe('started by a payment with the order id alone (signal-with-start), before the starter', () => {
+  test('its terms are read first; the deadline is the reservation’s, not the start’s; the payment settles it PAID', async () => {
+    const now = await env.currentTimeMs();
+    // Reserved 9 minutes ago: 1 minute of the window is left when the payment starts the workflow.
+    const order: OrderInput = { orderId: randomUUID(), saleId: 1, itemId: 3, userId: `buyer-${randomUUID()}`, priceMinor: PRICE, paymentWindowMs: WINDOW_MS, reservedAtMs: now - 540_000, stockShard: 0, unit: 2 };
+    scripts.set(order.orderId, { terms: order, place: { status: 'PENDING' }, settle: { status: 'PAID' }, pay: (p) => ({ status: 'PAID', paymentId: p.paymentId }) });
+    const handle = await env.client.workflow.signalWithStart('orderWorkflow', {
+      workflowId: order.orderId,
+      taskQueue: TASK_QUEUE,
+      args: [{ orderId: order.orderId } satisfies OrderRef],
+      signal: paidSignal,
+      signalArgs: [{ paymentId: `pay-${order.orderId}`, amount: PRICE }],
+    });
+    const result: Order = await handle.result();
+    expect(result).toMatchObject({ status: 'PAID', paymentId: `pay-${order.orderId}`, itemId: 3, userId: order.userId, paymentDeadline: new Date(order.reservedAtMs + WINDOW_MS).toISOString() });
+    expect(steps(order)).toEqual(['orderTerms', 'placeOrder', 'payOrder']);
+  });
+
+  test('pay by update-with-start: the update, sent with the start, waits for the terms and is answered PAID', async () => {
+    const now = await env.currentTimeMs();
+    const order: OrderInput = { orderId: randomUUID(), saleId: 1, itemId: 4, userId: `buyer-${randomUUID()}`, priceMinor: PRICE, paymentWindowMs: WINDOW_MS, reservedAtMs: now, stockShard: 0, unit: 1 };
+    scripts.set(order.orderId, { terms: order, place: { status: 'PENDING' }, settle: { status: 'PAID' }, pay: (p) => ({ status: 'PAID', paymentId: p.paymentId }) });
+    const startWorkflowOperation = new WithStartWorkflowOperation('orderWorkflow', {
+      workflowId: order.orderId,
+      taskQueue: TASK_QUEUE,
+      args: [{ orderId: order.orderId } satisfies OrderRef],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
+    const answer = await env.client.workflow.executeUpdateWithStart(payUpdate, { args: [{ paymentId: `u-${order.orderId}`, amount: PRICE }], startWorkflowOperation });
+    expect(answer).toEqual({ status: 'PAID', paymentId: `u-${order.orderId}` });
+    expect(await (await startWorkflowOperation.workflowHandle()).result()).toMatchObject({ status: 'PAID', itemId: 4 });
+    expect(steps(order)).toEqual(['orderTerms', 'placeOrder', 'payOrder']);
+  });
+
+  test('an id naming no accepted order: the run fails ORDER_NOT_FOUND having stored nothing and released nothing', async () => {
+    const orderId = randomUUID();
+    scripts.set(orderId, { terms: null, place: new Error('must not place'), settle: { status: 'EXPIRED' } });
+    const handle = await env.client.workflow.signalWithStart('orderWorkflow', {
+      workflowId: orderId,
+      taskQueue: TASK_QUEUE,
+      args: [{ orderId } satisfies OrderRef],
+      signal: paidSignal,
+      signalArgs: [{ paymentId: `forged-${orderId}`, amount: PRICE }],
+    });
+    await expect(handle.result()).rejects.toMatchObject({ cause: { type: 'ORDER_NOT_FOUND' } });
+    expect((calls.get(orderId) ?? []).map((c) => c.name)).toEqual(['orderTerms']);
+  });
 });

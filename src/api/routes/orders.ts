@@ -28,6 +28,21 @@ export function getOrderHandler({ orders }: AppDeps) {
 }
 
 /**
+ * GET handler for the payment service (its bearer credential): any order as Orders.find reads it (from its 202
+ * on), or 404 ORDER_NOT_FOUND. The payment client (src/payments/client.ts) asks it before it starts a workflow
+ * with a payment, so that an id naming no accepted order starts nothing.
+ */
+export function paymentOrderHandler({ orders }: AppDeps) {
+  return async function paymentOrder(ctx: Context): Promise<void> {
+    ctx.set('Cache-Control', 'no-store');
+    const orderId: string = ctx.params.orderId;
+    const order = isOrderId(orderId) ? await orders.find(orderId) : undefined;
+    if (!order) return reply(ctx, 'ORDER_NOT_FOUND');
+    ctx.body = order;
+  };
+}
+
+/**
  * POST handler for the payment service (already authenticated by its bearer credential): Orders.pay decides
  * in PostgreSQL, so the answer waits for no workflow task. A payment to an order its workflow had stored is
  * then signalled to the workflow, so that it settles now (OrderPaid) rather than at its deadline, where it

@@ -1,0 +1,150 @@
+/**
+ * The payment service's client for order workflows (docs/operations.md, "The payment service"): the `paid` signal
+ * and the `pay` update, each sent with a start (signal-with-start, update-with-start), so that a payment sent
+ * from the 202 on reaches its order however far the starter's drain is behind (docs/design.md, "Payments
+ * before the start"). The workflow a payment starts reads the order's terms itself (OrderRef); the starter's
+ * later start of the same id finds it started and changes nothing (one run per order, I4).
+ * Before any start the order is looked up (internalDoorLookup: the API's internal door, GET …/orders/{id}/payment):
+ * an id that names no accepted order starts nothing.
+ */
+import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError, WithStartWorkflowOperation, type Client } from '@temporalio/client';
+import { saleOfOrder } from '../order/orderId';
+import { isOrderId, paysPrice, type Order, type PayResult, type Payment } from '../order/types';
+import { ItemIdKey, OrderStatusKey, paidSignal, payUpdate, SaleIdKey, UserIdKey, type OrderRef } from '../workflows/definitions';
+
+/** @returns the order as the service reads it (Orders.find), or undefined for an id naming no accepted order */
+export type OrderLookup = (orderId: string) => Promise<Order | undefined>;
+
+/** Where and how the client reaches the service. */
+export interface PaymentClientOptions {
+  /** The order workflows' task queue (TEMPORAL_TASK_QUEUE). */
+  taskQueue: string;
+  /** How an order is looked up before a start: internalDoorLookup, or Orders.find where the stores are at hand. */
+  lookUp: OrderLookup;
+  /** Deadline of each Temporal call, the update's wait for its answer included (ms). */
+  callTimeoutMs: number;
+}
+
+/**
+ * The lookup through the API's internal door (GET /api/flash-sales/orders/{orderId}/payment).
+ * @param internalUrl the door, e.g. http://10.0.0.5:3001 (INTERNAL_API_PORT)
+ * @param token the payment service's bearer credential (PAYMENT_SERVICE_TOKEN)
+ * @param timeoutMs the request's deadline (ms)
+ * @returns the lookup; it throws on any answer but 200 or 404, or none (retry: payments are idempotent per paymentId)
+ */
+export function internalDoorLookup(internalUrl: string, token: string, timeoutMs: number): OrderLookup {
+  return async (orderId) => {
+    const res = await fetch(`${internalUrl}/api/flash-sales/orders/${orderId}/payment`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(timeoutMs) });
+    if (res.status === 404) return undefined;
+    if (res.status !== 200) throw new Error(`order lookup answered ${res.status}: ${await res.text()}`);
+    return (await res.json()) as Order;
+  };
+}
+
+/** An id that names no accepted order (unknown, malformed, forged): nothing was started or stored. */
+export type NotFound = { error: 'ORDER_NOT_FOUND' };
+
+/** What became of a `paid` signal: delivered (the workflow decides it, and publishes a refund if it refuses it), or not. */
+export type SignalAnswer = { signalled: true } | NotFound | { ended: PayResult };
+
+/** The payment service's `paid` and `pay`, each with a start. Its calls throw what the lookup throws too. */
+export class PaymentClient {
+  constructor(
+    private readonly temporal: Client,
+    private readonly options: PaymentClientOptions,
+  ) {}
+
+  /**
+   * Signals `paid` with a start. The order's workflow decides it (PAID, or a PaymentRefundRequired event).
+   * @returns signalled; ORDER_NOT_FOUND; or `ended` when the order's workflow has ended, with what this payment
+   *   meets (endedAnswer: refund unless it is PAID with this paymentId)
+   * @throws Temporal or network errors: send it again with the same paymentId
+   */
+  async signalPaid(orderId: string, payment: Payment): Promise<SignalAnswer> {
+    const order = await this.lookUp(orderId);
+    if (!order) return { error: 'ORDER_NOT_FOUND' };
+    try {
+      await this.call(() =>
+        this.temporal.workflow.signalWithStart('orderWorkflow', { ...this.startOptions(order), args: [{ orderId } satisfies OrderRef], signal: paidSignal, signalArgs: [payment] }),
+      );
+      return { signalled: true };
+    } catch (err) {
+      if (!ended(err)) throw err;
+      return { ended: await this.endedAnswer(orderId, payment) };
+    }
+  }
+
+  /**
+   * Sends the `pay` update with a start and waits for its answer, as the workflow (PostgreSQL) decides it.
+   * @returns PAID or why not (PayResult; AMOUNT_MISMATCH too when this call started the run); ORDER_NOT_FOUND
+   * @throws WorkflowUpdateFailedError for a payment the validator refuses (INVALID_PAYMENT, AMOUNT_MISMATCH);
+   *   Temporal or network errors: send it again with the same paymentId
+   */
+  async pay(orderId: string, payment: Payment): Promise<PayResult | NotFound> {
+    const order = await this.lookUp(orderId);
+    if (!order) return { error: 'ORDER_NOT_FOUND' };
+    const startWorkflowOperation = new WithStartWorkflowOperation('orderWorkflow', {
+      ...this.startOptions(order),
+      args: [{ orderId } satisfies OrderRef],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
+    try {
+      return await this.call(() => this.temporal.workflow.executeUpdateWithStart(payUpdate, { args: [payment], startWorkflowOperation }));
+    } catch (err) {
+      if (!ended(err)) throw err;
+      return this.endedAnswer(orderId, payment);
+    }
+  }
+
+  /** One run per order id, ever (I4), with the search attributes the starter gives it (from the lookup). */
+  private startOptions(order: Order) {
+    return {
+      workflowId: order.orderId,
+      taskQueue: this.options.taskQueue,
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      typedSearchAttributes: [
+        { key: OrderStatusKey, value: 'PENDING' },
+        { key: SaleIdKey, value: order.saleId },
+        { key: ItemIdKey, value: order.itemId },
+        { key: UserIdKey, value: order.userId },
+      ],
+    };
+  }
+
+  private async endedAnswer(orderId: string, payment: Payment): Promise<PayResult> {
+    const order = await this.lookUp(orderId);
+    if (!order) throw new Error(`order ${orderId} no longer found`);
+    return endedAnswer(order, payment);
+  }
+
+  /** @returns the order, or undefined for an id naming no accepted order (a malformed one asks nobody) */
+  private async lookUp(orderId: string): Promise<Order | undefined> {
+    return isOrderId(orderId) && saleOfOrder(orderId) !== undefined ? this.options.lookUp(orderId) : undefined;
+  }
+
+  private call<T>(work: () => Promise<T>): Promise<T> {
+    return this.temporal.withDeadline(Date.now() + this.options.callTimeoutMs, work);
+  }
+}
+
+/**
+ * The id's one run has closed: a start refused (REJECT_DUPLICATE), or a running run that closed between the
+ * admission of the payment and its delivery (not found). The order has ended.
+ */
+function ended(err: unknown): boolean {
+  const closed = (e: unknown) => e instanceof WorkflowExecutionAlreadyStartedError || e instanceof WorkflowNotFoundError;
+  return closed(err) || closed((err as { cause?: unknown })?.cause);
+}
+
+/**
+ * What a payment meets at an order whose workflow has ended, as the workflow would have answered it (Orders.pay):
+ * PAID again for the payment that paid it, else AMOUNT_MISMATCH, ORDER_CANCELLED, PAYMENT_WINDOW_CLOSED (EXPIRED,
+ * or PENDING past its deadline while its unit goes back) or ORDER_NOT_PENDING (paid by another payment, REJECTED).
+ */
+export function endedAnswer(order: Order, payment: Payment): PayResult {
+  if (!paysPrice(order, payment)) return { error: 'AMOUNT_MISMATCH' };
+  if (order.status === 'PAID' && order.paymentId === payment.paymentId) return { status: 'PAID', paymentId: payment.paymentId };
+  if (order.status === 'CANCELLED') return { error: 'ORDER_CANCELLED' };
+  if (order.status === 'EXPIRED' || order.status === 'PENDING') return { error: 'PAYMENT_WINDOW_CLOSED' };
+  return { error: 'ORDER_NOT_PENDING' };
+}
