@@ -1,14 +1,12 @@
 /**
- * The demo's payment service: pays an accepted order after a buyer's think time, through the payment route or,
- * once the order is stored, the `paid` signal; retries a 5xx or a network error with the same paymentId (it stays
+ * The demo's payment service: pays an accepted order after a buyer's think time from its 202, through the payment
+ * route or the `paid` signal (the payment client's signal-with-start, src/payments/client.ts); retries a 5xx or a network error with the same paymentId (it stays
  * idempotent) until a definitive answer; tallies what became of each payment and how long each attempt took.
  */
 import { randomInt } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import type { Pool } from 'pg';
 import { Agent, request } from 'undici';
-import { paidSignal } from '../../src/workflows/definitions';
+import { internalDoorLookup, PaymentClient } from '../../src/payments/client';
 import { newPaymentTally } from './types';
 
 /** Connections the service keeps to the API (its client's pool; payments beyond them queue there). */
@@ -16,8 +14,9 @@ const PAYMENT_CONNECTIONS = 128;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface PaymentServiceOptions {
-  pool: Pool;
   temporal: Client;
+  /** The order workflows' task queue, where a signal-with-start starts an order's workflow. */
+  taskQueue: string;
   /** The internal door that takes its payments. */
   paymentsUrl: string;
   token: string;
@@ -48,14 +47,14 @@ export class PaymentService {
   /** Wave 1's presses are still being sent: a payment's latency counts in the stampede's share. */
   stampeding = false;
   private readonly inFlight: Promise<void>[] = [];
-  /** Orders whose signal waits for their row (the service hears of an order from its OrderPlaced, once stored). */
-  private readonly awaitingRow = new Map<string, () => void>();
-  private readonly rowWatch = setInterval(() => this.watchRows(), 500);
+  private readonly signals: PaymentClient;
   // Keep-alive connections, as a service keeps: one new connection per payment in flight overflowed the API's accept queue.
   private readonly agent = new Agent({ connections: PAYMENT_CONNECTIONS, keepAliveTimeout: 60_000 });
   private stopping = false;
 
-  constructor(private readonly o: PaymentServiceOptions) {}
+  constructor(private readonly o: PaymentServiceOptions) {
+    this.signals = new PaymentClient(o.temporal, { taskQueue: o.taskQueue, lookUp: internalDoorLookup(o.paymentsUrl, o.token, 30_000), callTimeoutMs: 30_000 });
+  }
 
   /**
    * @param deadlineMs the order's payment deadline as its 202 showed it (ms since the epoch)
@@ -69,10 +68,7 @@ export class PaymentService {
       this.inFlight.push(sleep(delay).then(() => this.decline(orderId)));
       return;
     }
-    // A signal's checkout opens once the order is stored: one sent on the row's first sight would land in the very
-    // workflow task that stored it, and a task that also settles the order is refused UNHANDLED_COMMAND.
-    const opened = viaSignal ? this.stored(orderId).then(() => sleep(delay)) : sleep(delay);
-    this.inFlight.push(opened.then(() => this.checkout(orderId, deadlineMs, viaSignal)));
+    this.inFlight.push(sleep(delay).then(() => this.checkout(orderId, deadlineMs, viaSignal)));
   }
 
   /** Resolves once every payment sent so far, and every task handed to track, has its definitive answer. */
@@ -113,9 +109,6 @@ export class PaymentService {
   /** Stops: no attempt more, the payments in flight end, the connections close. */
   async close(): Promise<void> {
     this.stopping = true;
-    clearInterval(this.rowWatch);
-    for (const resolve of this.awaitingRow.values()) resolve();
-    this.awaitingRow.clear();
     await Promise.allSettled(this.inFlight);
     await this.agent.close();
   }
@@ -157,9 +150,10 @@ export class PaymentService {
     };
     try {
       if (viaSignal) {
-        await this.o.temporal.workflow.getHandle(orderId).signal(paidSignal, payment);
+        const answer = await this.signals.signalPaid(orderId, payment);
         took();
-        return 'SIGNALLED';
+        // Delivered, or its workflow had ended: the order's row says what became of it (read at the end).
+        return 'error' in answer ? answer.error : 'SIGNALLED';
       }
       const res = await request(`${this.o.paymentsUrl}/api/flash-sales/orders/${orderId}/payment`, {
         dispatcher: this.agent,
@@ -175,27 +169,9 @@ export class PaymentService {
       }
       if (res.statusCode === 200) return 'PAID';
       return res.statusCode >= 500 ? 'retry' : (body.error ?? `HTTP_${res.statusCode}`);
-    } catch (err) {
+    } catch {
       took();
-      // The workflow has ended: the order settled without this payment (read at the end, like any signal).
-      return err instanceof WorkflowNotFoundError ? 'SIGNALLED' : 'retry';
+      return 'retry';
     }
-  }
-
-  private stored(orderId: string): Promise<void> {
-    return new Promise<void>((resolve) => this.awaitingRow.set(orderId, resolve));
-  }
-
-  private watchRows(): void {
-    if (!this.awaitingRow.size) return;
-    void this.o.pool.query<{ id: string }>('SELECT id FROM orders WHERE id = ANY($1::uuid[])', [[...this.awaitingRow.keys()]]).then(
-      (res) => {
-        for (const { id } of res.rows) {
-          this.awaitingRow.get(id)?.();
-          this.awaitingRow.delete(id);
-        }
-      },
-      () => undefined,
-    );
   }
 }

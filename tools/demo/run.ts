@@ -98,8 +98,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const urls = await startProcesses(run);
     const sale = await openSale(run, urls, runTag);
     payer = new PaymentService({
-      pool: run.pool,
       temporal: run.temporal,
+      taskQueue: run.config.TEMPORAL_TASK_QUEUE,
       paymentsUrl: urls.paymentsUrl,
       token: run.config.PAYMENT_SERVICE_TOKEN,
       priceMinor: options.priceMinor,

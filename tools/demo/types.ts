@@ -136,7 +136,7 @@ export interface PaymentTally {
   signal: { paid: number; handledAfterDeadline: number };
   /**
    * Buyers who came to pay after the checkout had closed at their order's deadline (nothing taken, nothing sent),
-   * by the path they would have paid through: a signal's checkout opens only once the order is stored.
+   * by the path they would have paid through.
    */
   checkoutClosed: { route: number; signal: number };
   retried: number;
