@@ -9,7 +9,9 @@
  * per workflow: workflow tasks and history events (from a sample of histories), CPU ms of the Temporal server,
  * of the worker and of PostgreSQL (read from /proc), completed workflows per second, and the worker's sticky
  * cache misses and evictions (Core's metrics: a miss is a run replayed from its history); then each order
- * figure as a ratio to the minimal workflow's; then the same orders again, started by the product's starter
+ * figure as a ratio to the minimal workflow's; then each kind alone (paid by signal once stored; paid by the payment
+ * client's signal-with-start before any start, docs/design.md "Payments before the start"; expired), each with
+ * ORDERS orders; then the same orders again, started by the product's starter
  * from the start queues, in a process of its own (as the API's, apart from the worker), with the starter's CPU. All of it
  * on the dev server, then, when `services.sh up --temporal-server` made it, on the real server (its four
  * processes' CPU as Temporal's; its persistence is the stack's PostgreSQL, so PostgreSQL's CPU there includes
@@ -33,6 +35,8 @@ import { saleKeys } from '../../src/reservation/layout';
 import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal, startOrderWorkflow } from '../../src/workflows/client';
+import { Orders } from '../../src/order/store';
+import { PaymentClient } from '../../src/payments/client';
 import { paidSignal } from '../../src/workflows/definitions';
 import { onRealServer, realServerMetrics, realServerPort, stackPid, temporalPids, treesCpuMs } from '../shared/procCpu';
 import { counter } from '../../test/support/promText';
@@ -205,12 +209,14 @@ async function rig(temporalPort: string | undefined): Promise<Rig> {
 }
 
 /**
- * ORDERS orders, half paid by signal once stored (payment window 10 min), half expiring after WINDOW_MS, each
- * with its unit reserved in Redis first (its start queue entry written with it). `startedBy` 'bench': the bench
- * starts each workflow itself, IN_FLIGHT at once, and the queue entries are dropped; 'queue': a starter process
- * starts them from the start queues.
+ * ORDERS orders, paid by signal (payment window 10 min) or expiring after WINDOW_MS (`paid`: half of each, all
+ * paid, none paid), each with its unit reserved in Redis first (its start queue entry written with it).
+ * `startedBy` 'bench': the bench starts each workflow itself, IN_FLIGHT at once, and the queue entries are
+ * dropped, and the signal is sent once the order is stored; 'queue': a starter process starts them from the
+ * start queues, the signal as for 'bench'; 'payment': the payment client's signal-with-start starts each paid
+ * order's workflow right after its reservation (its lookup here Orders.find, not the API's door: not charged).
  */
-async function runOrders(r: Rig, startedBy: 'bench' | 'queue'): Promise<KindFigures> {
+async function runOrders(r: Rig, startedBy: 'bench' | 'queue' | 'payment', paidShare: 'half' | 'all' | 'none' = 'half'): Promise<KindFigures> {
   const newSale = async (paymentWindowMs: number) => {
     const now = Date.now();
     const sale = await createSale(r.pool, {
@@ -226,6 +232,8 @@ async function runOrders(r: Rig, startedBy: 'bench' | 'queue'): Promise<KindFigu
   const paidSale = await newSale(PAID_WINDOW_MS);
   const expiringSale = await newSale(WINDOW_MS);
   const toPay = new Set<string>();
+  const orders = new Orders(r.pool, r.store.view);
+  const payments = new PaymentClient(r.temporal, { taskQueue: r.taskQueue, lookUp: (id) => orders.find(id), callTimeoutMs: 60_000 });
   let reserving = true;
   // The payment service: pays each order of the paid sale once PostgreSQL has it, looking every 200 ms.
   const paying = (async () => {
@@ -240,27 +248,35 @@ async function runOrders(r: Rig, startedBy: 'bench' | 'queue'): Promise<KindFigu
   })();
   const figures = await measure(r.temporal, `SaleId IN (${paidSale.saleId}, ${expiringSale.saleId})`, ORDERS, r.target, async () => {
     const ids = await startAll(ORDERS, async (i) => {
-      const paid = i % 2 === 0;
+      const paid = paidShare === 'all' || (paidShare === 'half' && i % 2 === 0);
       const sale = paid ? paidSale : expiringSale;
       const input: OrderInput = { orderId: randomUUID(), userId: `drain-${i}`, priceMinor: PRICE, reservedAtMs: Date.now(), ...sale };
       const outcome = await r.store.reserve(input);
       if (outcome.kind !== 'RESERVED') throw new Error(`order ${i} not reserved: ${outcome.kind}`);
       // The workflow gets the order as its start queue entry would hand it: with the unit Redis gave it.
       if (startedBy === 'bench') await startOrderWorkflow(r.temporal, r.taskQueue, { ...input, unit: outcome.unit, stockShard: outcome.stockShard, stockEpoch: outcome.stockEpoch });
-      if (paid) toPay.add(input.orderId);
+      if (paid && startedBy === 'payment') await payments.signalPaid(input.orderId, { paymentId: `pay-${input.orderId}`, amount: PRICE });
+      else if (paid) toPay.add(input.orderId);
       return input.orderId;
     });
     reserving = false;
     await paying;
     return ids;
   });
-  // Entries the bench started itself are for no starter.
-  if (startedBy === 'bench') await r.redis.del(saleKeys(paidSale.saleId).startQueue, saleKeys(expiringSale.saleId).startQueue);
+  // Entries the bench or the payments started are for no starter.
+  if (startedBy !== 'queue') await r.redis.del(saleKeys(paidSale.saleId).startQueue, saleKeys(expiringSale.saleId).startQueue);
   return figures;
 }
 
-/** Order and minimal workflows on one Temporal, the bench starting both. */
-async function benchDrain(temporalPort?: string): Promise<{ minimal: KindFigures; order: KindFigures; ratio: Record<string, number> }> {
+/** The order's kinds one at a time: paid by signal (started by the bench, or by the payment), expiring. */
+interface ByKind {
+  paidBenchStarts: KindFigures;
+  paidPaymentStarts: KindFigures;
+  expiring: KindFigures;
+}
+
+/** Order and minimal workflows on one Temporal, the bench starting both; then the order's kinds one at a time. */
+async function benchDrain(temporalPort?: string): Promise<{ minimal: KindFigures; order: KindFigures; ratio: Record<string, number>; byKind: ByKind }> {
   const r = await rig(temporalPort);
   try {
     const minimal = await measure(r.temporal, `TaskQueue = "${r.baselineQueue}" AND WorkflowType = "minimalWorkflow"`, ORDERS, r.target, () =>
@@ -270,7 +286,8 @@ async function benchDrain(temporalPort?: string): Promise<{ minimal: KindFigures
       }),
     );
     const order = await runOrders(r, 'bench');
-    return { minimal, order, ratio: ratios(minimal, order) };
+    const byKind = { paidBenchStarts: await runOrders(r, 'bench', 'all'), paidPaymentStarts: await runOrders(r, 'payment', 'all'), expiring: await runOrders(r, 'bench', 'none') };
+    return { minimal, order, ratio: ratios(minimal, order), byKind };
   } finally {
     await r.close();
   }
@@ -304,6 +321,9 @@ async function main(): Promise<void> {
     figures[name] = { ...base, starter };
     console.log(`\norder cost on the ${name}: ${ORDERS} orders (half paid by signal once stored, half expired after ${WINDOW_MS} ms) vs ${ORDERS} minimal workflows, one worker; started by the bench (${IN_FLIGHT} in flight), then by a starter process`);
     console.table({ minimal: base.minimal, 'order (bench starts)': base.order, 'order / minimal': base.ratio, 'order (starter process)': starter });
+    const { paidBenchStarts, paidPaymentStarts, expiring } = base.byKind;
+    console.log(`by kind on the ${name}: paid by signal once stored (bench starts), paid by signal-with-start before any start (the payment client), expired`);
+    console.table({ 'paid, bench starts': paidBenchStarts, 'paid, payment starts': paidPaymentStarts, 'payment starts / bench starts': ratios(paidBenchStarts, paidPaymentStarts), expired: expiring });
   }
   const real = figures['real server'];
   const dev = figures['dev server'];
