@@ -56,9 +56,10 @@ export function createActivities({ orders, reservations }: ActivityDeps) {
      * with the row). Idempotent per paymentId and amount. The order's terms are its input, so PostgreSQL alone
      * decides it: a Redis outage cannot hold a payment sent in time until its deadline has passed. The
      * workflow pays only a placed order, so the terms never store one here.
+     * @param receivedAtMs when Temporal received the payment (ms; the workflow's word): judged against the deadline then
      */
-    async payOrder(order: OrderInput, payment: Payment): Promise<PayResult> {
-      const result = await classified(() => orders.pay(order.orderId, payment, order));
+    async payOrder(order: OrderInput, payment: Payment, receivedAtMs?: number): Promise<PayResult> {
+      const result = await classified(() => orders.pay(order.orderId, payment, order, receivedAtMs));
       return 'error' in result ? result : { status: 'PAID', paymentId: result.paymentId };
     },
 

@@ -107,6 +107,8 @@ function termValues(order: OrderInput) {
 /** The payment's id is recorded as taken for another order (the payments table's key): one payment pays one order. */
 export const isPaymentUsed = (err: unknown) => constraintOf(err) === 'payments_pkey';
 
+/** The moment a payment is judged at: when Temporal received it ($14), else PostgreSQL's now. */
+const AT = 'coalesce($14::timestamptz, now())';
 /**
  * The payment's one statement. Its parts see one snapshot: the row as it was (`current`); the UPDATE that pays a
  * payable row; the INSERT that stores the order PAID from its terms when there was no row, its deadline ahead
@@ -115,19 +117,20 @@ export const isPaymentUsed = (err: unknown) => constraintOf(err) === 'payments_p
  * @returns paid (stored: by the INSERT), whether the paymentId had paid another order by the snapshot
  *   (usedElsewhere), the row as the statement's snapshot saw it (undefined: none), and
  *   whether the terms' deadline is ahead by PostgreSQL's clock (false without terms)
+ * @param receivedAtMs when Temporal received a payment sent to the workflow (ms), judged then, not now
  * @throws pg errors: payments_pkey (paymentId used), place's refusals (refusal()) from the INSERT
  */
-export async function payOrStore(pool: Pool, orderId: string, payment: Payment, terms: OrderInput | undefined, traceParent?: string) {
+export async function payOrStore(pool: Pool, orderId: string, payment: Payment, terms: OrderInput | undefined, traceParent?: string, receivedAtMs?: number) {
   const res = await pool.query<{ paid: number; stored: number; usedElsewhere: boolean; status: OrderStatus | null; paymentId: string | null; priceMinor: number | null; open: boolean | null; termsOpen: boolean | null }>(
     `WITH current AS (
-       SELECT status, payment_id, price_minor, ${windowOpen('deadline_at', 'now()')} AS open FROM orders WHERE id = $1
+       SELECT status, payment_id, price_minor, ${windowOpen('deadline_at', AT)} AS open FROM orders WHERE id = $1
      ), paid AS (
        UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
-       WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', 'now()')} AND price_minor = $3 RETURNING id, sale_id, item_id, user_id
+       WHERE id = $1 AND status = 'PENDING' AND ${windowOpen('deadline_at', AT)} AND price_minor = $3 RETURNING id, sale_id, item_id, user_id
      ), stored AS (
        INSERT INTO orders (id, sale_id, item_id, user_id, status, price_minor, payment_id, reserved_at, deadline_at, stock_shard, unit, item_quantity)
        SELECT $1, $4, $5, $6, 'PAID', $7, $2, $8, $9, $10, $11, (SELECT quantity FROM items WHERE id = $5)
-       WHERE $4::int IS NOT NULL AND NOT EXISTS (SELECT 1 FROM current) AND ${windowOpen('$9::timestamptz', 'now()')} AND $7::bigint = $3
+       WHERE $4::int IS NOT NULL AND NOT EXISTS (SELECT 1 FROM current) AND ${windowOpen('$9::timestamptz', AT)} AND $7::bigint = $3
          AND ${epochHolds('$4', '$10', '$12')}
        ON CONFLICT (id) DO NOTHING RETURNING id, sale_id, item_id, user_id
      ), taken AS (
@@ -138,7 +141,7 @@ export async function payOrStore(pool: Pool, orderId: string, payment: Payment, 
      SELECT (SELECT count(*) FROM paid)::int AS paid, (SELECT count(*) FROM stored)::int AS stored, c.status,
             EXISTS (SELECT 1 FROM payments WHERE payment_id = $2 AND order_id <> $1) AS "usedElsewhere",
             c.payment_id AS "paymentId", c.price_minor::float8 AS "priceMinor", c.open,
-            ${windowOpen('$9::timestamptz', 'now()')} AS "termsOpen"
+            ${windowOpen('$9::timestamptz', AT)} AS "termsOpen"
      FROM (SELECT) one LEFT JOIN current c ON true`,
     [
       orderId,
@@ -154,6 +157,7 @@ export async function payOrStore(pool: Pool, orderId: string, payment: Payment, 
       terms?.unit ?? null,
       terms?.stockEpoch ?? null,
       traceParent ?? null,
+      receivedAtMs === undefined ? null : new Date(receivedAtMs),
     ],
   );
   const { paid, stored, usedElsewhere, status, paymentId, priceMinor, open, termsOpen } = res.rows[0];

@@ -75,24 +75,24 @@ export class Orders {
    * not stored it) is stored PAID from its reservation in Redis, with its unit under the same guards as place,
    * in that same statement; its workflow then finds it PAID. The same payment again is answered PAID again, even
    * after the deadline (the payment service retries a payment whose answer it lost).
-   * One statement, not a try-update-then-insert sequence: under a burst the pool's connections are held per
-   * round trip, and each round trip waits its turn on a busy CPU (docs/performance.md, the payment route).
+   * One statement, not a try-update-then-insert sequence (docs/performance.md, the payment route).
    * @param order the order's terms when the caller has them (its workflow); else they come from its reservation
    * @param payment amount in minor units
+   * @param receivedAtMs when Temporal received a payment sent to the workflow (ms): judged then (default: now)
    * @returns PAID (`stored` when this call stored the order), or why not, each changing nothing:
    *   AMOUNT_MISMATCH, PAYMENT_WINDOW_CLOSED (deadline passed, or EXPIRED), ORDER_NOT_PENDING (paid by another
    *   payment, or REJECTED), PAYMENT_ID_USED (this paymentId paid another order); undefined when there is no
    *   such order
    */
-  async pay(orderId: string, payment: Payment, order: OrderInput): Promise<PayOutcome>;
+  async pay(orderId: string, payment: Payment, order: OrderInput, receivedAtMs?: number): Promise<PayOutcome>;
   async pay(orderId: string, payment: Payment, order?: OrderInput): Promise<PayOutcome | undefined>;
-  async pay(orderId: string, payment: Payment, order?: OrderInput): Promise<PayOutcome | undefined> {
+  async pay(orderId: string, payment: Payment, order?: OrderInput, receivedAtMs?: number): Promise<PayOutcome | undefined> {
     // An order's reservation outlives the wait for its row: no row and no reservation means no such order.
     const terms = order ?? (await this.reserved(orderId));
     for (;;) {
       let decided;
       try {
-        decided = await payOrStore(this.pool, orderId, payment, terms, activeTraceParent());
+        decided = await payOrStore(this.pool, orderId, payment, terms, activeTraceParent(), receivedAtMs);
       } catch (err) {
         if (isPaymentUsed(err)) return { error: 'PAYMENT_ID_USED' };
         if (!terms || !refusal(err)) throw err;

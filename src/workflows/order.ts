@@ -6,7 +6,7 @@
  * payment, cancel and deadline on the order's row and the workflow follows it, so a replayed local activity
  * repeats only what PostgreSQL decided (I5).
  */
-import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { orderEvent } from '../order/events';
 import {
@@ -67,6 +67,7 @@ function validateCancel(request: CancelRequest): void {
  */
 export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order> {
   const orderId = input.orderId;
+  const firstTaskMs = Date.now();
   let known: OrderInput | undefined = 'saleId' in input ? input : undefined;
   const terms = known ? Promise.resolve(known) : termsOf(orderId).then((read) => (known = read));
   // Set once the order has its row: payments that arrive before wait for it.
@@ -77,10 +78,11 @@ export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order
   // Handlers are set before the first wait: the SDK rejects an update with no handler at the end of its activation
   // (update-with-start's `pay`). A payment is decided once the order has its row; an accepted one settles it PAID.
   const pay = async (payment: Payment): Promise<PayResult> => {
+    const receivedAtMs = receivedAt(firstTaskMs);
     await condition(() => placed !== undefined);
     // An order PostgreSQL refused has no row to pay.
     if (placed?.status === 'REJECTED') return { error: 'ORDER_NOT_PENDING' };
-    const result = await local.payOrder(await terms, payment);
+    const result = await local.payOrder(await terms, payment, receivedAtMs);
     if ('status' in result) settled ??= { status: 'PAID', paymentId: result.paymentId };
     return result;
   };
@@ -117,17 +119,7 @@ export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order
 
   const order = await terms;
   const deadlineMs = paymentDeadlineMs(order);
-  const view = (): Order => ({
-    orderId,
-    saleId: order.saleId,
-    itemId: order.itemId,
-    userId: order.userId,
-    status: settled?.status ?? 'PENDING',
-    priceMinor: order.priceMinor,
-    paymentDeadline: new Date(deadlineMs).toISOString(),
-    ...(settled?.paymentId && { paymentId: settled.paymentId }),
-    ...(settled?.reason && { reason: settled.reason }),
-  });
+  const view = () => viewOf(order, settled);
   setHandler(statusQuery, view);
 
   const placing = await place(order);
@@ -144,6 +136,30 @@ export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order
     await local.publishEvent(event);
   }
   return view();
+}
+
+/** The order as the status query and the result show it: PENDING until settled. */
+function viewOf(order: OrderInput, settled: Outcome | undefined): Order {
+  const { orderId, saleId, itemId, userId, priceMinor } = order;
+  return {
+    ...{ orderId, saleId, itemId, userId },
+    status: settled?.status ?? 'PENDING',
+    priceMinor,
+    paymentDeadline: new Date(paymentDeadlineMs(order)).toISOString(),
+    ...(settled?.paymentId && { paymentId: settled.paymentId }),
+    ...(settled?.reason && { reason: settled.reason }),
+  };
+}
+
+/**
+ * When Temporal received the payment being handled, in ms (the workflow's clock): a payment delivered in the run's
+ * first workflow task arrived between the run's start and that task, however long the task waited for a worker,
+ * and is judged at the start (for a payment's own signal- or update-with-start, its arrival; `startTime`, the
+ * start event's, not `runStartTime`, which is the first task's); a later one at its task's start. So a payment sent in time is taken in time whatever the backlog (docs/design.md, "Payments
+ * before the start").
+ */
+function receivedAt(firstTaskMs: number): number {
+  return Date.now() === firstTaskMs ? workflowInfo().startTime.getTime() : Date.now();
 }
 
 /**

@@ -61,8 +61,8 @@ const mocked: Activities = {
     if (place instanceof Error) throw place;
     return place;
   },
-  async payOrder(order: OrderInput, payment: Payment): Promise<PayResult> {
-    const { pay } = record(order.orderId, 'payOrder', payment);
+  async payOrder(order: OrderInput, payment: Payment, receivedAtMs?: number): Promise<PayResult> {
+    const { pay } = record(order.orderId, 'payOrder', payment, receivedAtMs);
     if (!pay) throw new Error('no payment scripted');
     return pay(payment);
   },
@@ -242,6 +242,31 @@ describe('started by a payment with the order id alone (signal-with-start), befo
     expect(answer).toEqual({ status: 'PAID', paymentId: `u-${order.orderId}` });
     expect(await (await startWorkflowOperation.workflowHandle()).result()).toMatchObject({ status: 'PAID', itemId: 4 });
     expect(steps(order)).toEqual(['orderTerms', 'placeOrder', 'payOrder']);
+  });
+
+  test('sent in time, handled after the deadline (no worker polled until then): judged at the run’s start, PAID', async () => {
+    const lateQueue = `${TASK_QUEUE}-late`;
+    const now = await env.currentTimeMs();
+    // 1.5 s of the window left when the payment starts the run; the first worker polls 3 s later (the test server
+    // does not skip time while a workflow task waits for a worker: these are real seconds).
+    const order: OrderInput = { orderId: randomUUID(), saleId: 1, itemId: 5, userId: `buyer-${randomUUID()}`, priceMinor: PRICE, paymentWindowMs: WINDOW_MS, reservedAtMs: now - WINDOW_MS + 1500, stockShard: 0, unit: 3 };
+    scripts.set(order.orderId, { terms: order, place: { status: 'PENDING' }, settle: { status: 'PAID' }, pay: (p) => ({ status: 'PAID', paymentId: p.paymentId }) });
+    const handle = await env.client.workflow.signalWithStart('orderWorkflow', {
+      workflowId: order.orderId,
+      taskQueue: lateQueue,
+      args: [{ orderId: order.orderId } satisfies OrderRef],
+      signal: paidSignal,
+      signalArgs: [{ paymentId: `late-${order.orderId}`, amount: PRICE }],
+    });
+    const startedMs = (await handle.describe()).startTime.getTime();
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(await env.currentTimeMs()).toBeGreaterThan(order.reservedAtMs + WINDOW_MS);
+    const late = await Worker.create({ connection: env.nativeConnection, taskQueue: lateQueue, workflowBundle: bundle, activities: mocked });
+    const result = await late.runUntil(handle.result());
+    expect(result).toMatchObject({ status: 'PAID', paymentId: `late-${order.orderId}` });
+    const paid = calls.get(order.orderId)?.find((c) => c.name === 'payOrder');
+    expect(paid?.args[1]).toBe(startedMs);
+    expect(startedMs).toBeLessThan(order.reservedAtMs + WINDOW_MS);
   });
 
   test('an id naming no accepted order: the run fails ORDER_NOT_FOUND having stored nothing and released nothing', async () => {
