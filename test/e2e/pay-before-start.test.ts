@@ -64,7 +64,7 @@ const runsOf = async (orderId: string) => {
 const freeUnits = (sale: Sale) => clients.redis.llen(saleKeys(sale.saleId).stock(sale.items[0].itemId));
 
 test('sent in time with no worker and no starter: both PAID once the worker runs past their deadline, one run each, events once, no refund; the starter’s later start changes nothing', async () => {
-  const sale = await createTestSale(clients, { quantities: [3], priceMinor: PRICE, paymentWindowMs: 6000 });
+  const sale = await createTestSale(clients, { quantities: [3], priceMinor: PRICE, paymentWindowMs: 10_000 });
   const bySignal = await press(sale, `signal-${run}`);
   const byUpdate = await press(sale, `update-${run}`);
 

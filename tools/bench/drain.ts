@@ -24,7 +24,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { loadConfig } from '../../src/config';
 import { createPool } from '../../src/infra/db';
 import { freePort, startChild } from '../../test/support/processes';
@@ -35,6 +35,7 @@ import { saleKeys } from '../../src/reservation/layout';
 import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal, startOrderWorkflow } from '../../src/workflows/client';
+import { newOrderId } from '../../src/order/orderId';
 import { Orders } from '../../src/order/store';
 import { PaymentClient } from '../../src/payments/client';
 import { paidSignal } from '../../src/workflows/definitions';
@@ -241,8 +242,12 @@ async function runOrders(r: Rig, startedBy: 'bench' | 'queue' | 'payment', paidS
       await new Promise((resolve) => setTimeout(resolve, 200));
       const stored = await r.pool.query<{ id: string }>('SELECT id FROM orders WHERE id = ANY($1::uuid[])', [[...toPay]]);
       for (const { id } of stored.rows) {
-        toPay.delete(id);
-        await r.temporal.workflow.getHandle(id).signal(paidSignal, { paymentId: `pay-${id}`, amount: PRICE });
+        // A starter stores the order, then starts its workflow: signalled again at the next look until it runs.
+        const sent = await r.temporal.workflow.getHandle(id).signal(paidSignal, { paymentId: `pay-${id}`, amount: PRICE }).then(
+          () => true,
+          (err: unknown) => (err instanceof WorkflowNotFoundError ? false : Promise.reject(err)),
+        );
+        if (sent) toPay.delete(id);
       }
     }
   })();
@@ -250,13 +255,15 @@ async function runOrders(r: Rig, startedBy: 'bench' | 'queue' | 'payment', paidS
     const ids = await startAll(ORDERS, async (i) => {
       const paid = paidShare === 'all' || (paidShare === 'half' && i % 2 === 0);
       const sale = paid ? paidSale : expiringSale;
-      const input: OrderInput = { orderId: randomUUID(), userId: `drain-${i}`, priceMinor: PRICE, reservedAtMs: Date.now(), ...sale };
+      const input: OrderInput = { orderId: newOrderId(sale.saleId), userId: `drain-${i}`, priceMinor: PRICE, reservedAtMs: Date.now(), ...sale };
       const outcome = await r.store.reserve(input);
       if (outcome.kind !== 'RESERVED') throw new Error(`order ${i} not reserved: ${outcome.kind}`);
       // The workflow gets the order as its start queue entry would hand it: with the unit Redis gave it.
       if (startedBy === 'bench') await startOrderWorkflow(r.temporal, r.taskQueue, { ...input, unit: outcome.unit, stockShard: outcome.stockShard, stockEpoch: outcome.stockEpoch });
-      if (paid && startedBy === 'payment') await payments.signalPaid(input.orderId, { paymentId: `pay-${input.orderId}`, amount: PRICE });
-      else if (paid) toPay.add(input.orderId);
+      if (paid && startedBy === 'payment') {
+        const answer = await payments.signalPaid(input.orderId, { paymentId: `pay-${input.orderId}`, amount: PRICE });
+        if (!('signalled' in answer)) throw new Error(`order ${i}: payment not signalled: ${JSON.stringify(answer)}`);
+      } else if (paid) toPay.add(input.orderId);
       return input.orderId;
     });
     reserving = false;
