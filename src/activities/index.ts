@@ -7,6 +7,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { isConstraintViolation } from '../infra/db';
 import { orderEvent, type OrderEvent } from '../order/events';
+import { receiptTime } from '../order/receipt';
 import type { Orders } from '../order/store';
 import type { CancelReason, CancelResult, OrderInput, Outcome, PayResult, Payment } from '../order/types';
 import type { ReservationStore } from '../reservation/store';
@@ -16,6 +17,8 @@ import { activeTraceParent } from '../tracing';
 export interface ActivityDeps {
   orders: Pick<Orders, 'terms' | 'stored' | 'place' | 'pay' | 'cancel' | 'settle' | 'queueEvent'>;
   reservations: Pick<ReservationStore, 'release'>;
+  /** PAYMENT_RECEIPT_SECRET: payments carrying the API's receipt are judged at its stamp (src/order/receipt.ts). */
+  receiptSecret?: string;
 }
 
 async function classified<T>(work: () => Promise<T>): Promise<T> {
@@ -32,7 +35,7 @@ async function classified<T>(work: () => Promise<T>): Promise<T> {
 const notFound = (order: OrderInput) => ApplicationFailure.nonRetryable(`order ${order.orderId} has no row`, 'ORDER_NOT_FOUND');
 
 /** @returns the activity functions registered on the worker */
-export function createActivities({ orders, reservations }: ActivityDeps) {
+export function createActivities({ orders, reservations, receiptSecret }: ActivityDeps) {
   const event = (type: OrderEvent['type'], order: OrderInput, extra: Parameters<typeof orderEvent>[3] = {}) => orderEvent(type, order, new Date(), extra);
 
   return {
@@ -56,10 +59,11 @@ export function createActivities({ orders, reservations }: ActivityDeps) {
      * with the row). Idempotent per paymentId and amount. The order's terms are its input, so PostgreSQL alone
      * decides it: a Redis outage cannot hold a payment sent in time until its deadline has passed. The
      * workflow pays only a placed order, so the terms never store one here.
-     * @param receivedAtMs when Temporal received the payment (ms; the workflow's word): judged against the deadline then
+     * @param receivedAtMs when Temporal received the payment (ms): judged then, or at its valid receipt's stamp
      */
     async payOrder(order: OrderInput, payment: Payment, receivedAtMs?: number): Promise<PayResult> {
-      const result = await classified(() => orders.pay(order.orderId, payment, order, receivedAtMs));
+      const judgedAtMs = receivedAtMs && (receiptTime(receiptSecret, order.orderId, payment, receivedAtMs) ?? receivedAtMs);
+      const result = await classified(() => orders.pay(order.orderId, payment, order, judgedAtMs));
       return 'error' in result ? result : { status: 'PAID', paymentId: result.paymentId };
     },
 

@@ -70,6 +70,12 @@ export const apiFields = {
   JWT_JWKS_REFETCH_COOLDOWN_MS: positiveMs(30_000),
   ADMIN_TOKEN: secret(16, DEV_ADMIN_TOKEN),
   PAYMENT_SERVICE_TOKEN: secret(16, DEV_PAYMENT_TOKEN),
+  /**
+   * Key of payment receipts (src/order/receipt.ts), the same on the API and every worker: the internal door stamps
+   * a payment's receipt, the worker judges a payment that carries a valid one at its stamp. Unset: no receipts,
+   * a signal or update is judged when Temporal received it.
+   */
+  PAYMENT_RECEIPT_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
 
   /**
    * true (default): a purchase carries its sale's gate value (header `Sale-Gate`), which the public sale view

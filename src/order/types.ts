@@ -98,6 +98,14 @@ export function paysPrice(order: Pick<OrderInput, 'priceMinor'>, payment: Pick<P
 export interface Payment {
   paymentId: string;
   amount: number;
+  /** The API's stamp of when the payment service asked (src/order/receipt.ts); judged then when valid. */
+  receipt?: PaymentReceipt;
+}
+
+/** When the API's internal door saw a payment (epoch ms), signed with PAYMENT_RECEIPT_SECRET (base64url HMAC-SHA256). */
+export interface PaymentReceipt {
+  atMs: number;
+  mac: string;
 }
 
 /** Answer of the `pay` update: accepted, or why not, so the payment service knows to refund. */

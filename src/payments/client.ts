@@ -5,15 +5,26 @@
  * before the start"). The workflow a payment starts reads the order's terms itself (OrderRef); the starter's
  * later start of the same id finds it started and changes nothing (one run per order, I4).
  * Before any start the order is looked up (internalDoorLookup: the API's internal door, GET …/orders/{id}/payment):
- * an id that names no accepted order starts nothing.
+ * an id that names no accepted order starts nothing, and the payment carries the door's receipt, if any, so that
+ * it is judged when the API saw it rather than when Temporal's intake got to it (src/order/receipt.ts).
  */
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError, WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import { saleOfOrder } from '../order/orderId';
-import { isOrderId, paysPrice, type Order, type PayResult, type Payment } from '../order/types';
+import { parseReceipt } from '../order/receipt';
+import { isOrderId, paysPrice, type Order, type PaymentReceipt, type PayResult, type Payment } from '../order/types';
 import { ItemIdKey, OrderStatusKey, paidSignal, payUpdate, SaleIdKey, UserIdKey, type OrderRef } from '../workflows/definitions';
 
-/** @returns the order as the service reads it (Orders.find), or undefined for an id naming no accepted order */
-export type OrderLookup = (orderId: string) => Promise<Order | undefined>;
+/** An order as the service reads it (Orders.find), with the receipt the door stamped for the payment, if any. */
+export interface LookedUp {
+  order: Order;
+  receipt?: PaymentReceipt;
+}
+
+/**
+ * @param payment the payment about to be sent (paymentId, amount in minor units)
+ * @returns the order, or undefined for an id naming no accepted order
+ */
+export type OrderLookup = (orderId: string, payment: Payment) => Promise<LookedUp | undefined>;
 
 /** Where and how the client reaches the service. */
 export interface PaymentClientOptions {
@@ -26,18 +37,21 @@ export interface PaymentClientOptions {
 }
 
 /**
- * The lookup through the API's internal door (GET /api/flash-sales/orders/{orderId}/payment).
+ * The lookup through the API's internal door (GET /api/flash-sales/orders/{orderId}/payment?paymentId=&amount=),
+ * which stamps the payment's receipt (header Payment-Receipt) where PAYMENT_RECEIPT_SECRET is set.
  * @param internalUrl the door, e.g. http://10.0.0.5:3001 (INTERNAL_API_PORT)
  * @param token the payment service's bearer credential (PAYMENT_SERVICE_TOKEN)
  * @param timeoutMs the request's deadline (ms)
  * @returns the lookup; it throws on any answer but 200 or 404, or none (retry: payments are idempotent per paymentId)
  */
 export function internalDoorLookup(internalUrl: string, token: string, timeoutMs: number): OrderLookup {
-  return async (orderId) => {
-    const res = await fetch(`${internalUrl}/api/flash-sales/orders/${orderId}/payment`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(timeoutMs) });
+  return async (orderId, payment) => {
+    const query = new URLSearchParams({ paymentId: payment.paymentId, amount: String(payment.amount) });
+    const res = await fetch(`${internalUrl}/api/flash-sales/orders/${orderId}/payment?${query}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(timeoutMs) });
     if (res.status === 404) return undefined;
     if (res.status !== 200) throw new Error(`order lookup answered ${res.status}: ${await res.text()}`);
-    return (await res.json()) as Order;
+    const receipt = parseReceipt(res.headers.get('payment-receipt'));
+    return { order: (await res.json()) as Order, ...(receipt && { receipt }) };
   };
 }
 
@@ -61,11 +75,16 @@ export class PaymentClient {
    * @throws Temporal or network errors: send it again with the same paymentId
    */
   async signalPaid(orderId: string, payment: Payment): Promise<SignalAnswer> {
-    const order = await this.lookUp(orderId);
-    if (!order) return { error: 'ORDER_NOT_FOUND' };
+    const found = await this.lookUp(orderId, payment);
+    if (!found) return { error: 'ORDER_NOT_FOUND' };
     try {
       await this.call(() =>
-        this.temporal.workflow.signalWithStart('orderWorkflow', { ...this.startOptions(order), args: [{ orderId } satisfies OrderRef], signal: paidSignal, signalArgs: [payment] }),
+        this.temporal.workflow.signalWithStart('orderWorkflow', {
+          ...this.startOptions(found.order),
+          args: [{ orderId } satisfies OrderRef],
+          signal: paidSignal,
+          signalArgs: [stamped(payment, found)],
+        }),
       );
       return { signalled: true };
     } catch (err) {
@@ -81,15 +100,15 @@ export class PaymentClient {
    *   Temporal or network errors: send it again with the same paymentId
    */
   async pay(orderId: string, payment: Payment): Promise<PayResult | NotFound> {
-    const order = await this.lookUp(orderId);
-    if (!order) return { error: 'ORDER_NOT_FOUND' };
+    const found = await this.lookUp(orderId, payment);
+    if (!found) return { error: 'ORDER_NOT_FOUND' };
     const startWorkflowOperation = new WithStartWorkflowOperation('orderWorkflow', {
-      ...this.startOptions(order),
+      ...this.startOptions(found.order),
       args: [{ orderId } satisfies OrderRef],
       workflowIdConflictPolicy: 'USE_EXISTING',
     });
     try {
-      return await this.call(() => this.temporal.workflow.executeUpdateWithStart(payUpdate, { args: [payment], startWorkflowOperation }));
+      return await this.call(() => this.temporal.workflow.executeUpdateWithStart(payUpdate, { args: [stamped(payment, found)], startWorkflowOperation }));
     } catch (err) {
       if (!ended(err)) throw err;
       return this.endedAnswer(orderId, payment);
@@ -112,19 +131,25 @@ export class PaymentClient {
   }
 
   private async endedAnswer(orderId: string, payment: Payment): Promise<PayResult> {
-    const order = await this.lookUp(orderId);
-    if (!order) throw new Error(`order ${orderId} no longer found`);
-    return endedAnswer(order, payment);
+    const found = await this.lookUp(orderId, payment);
+    if (!found) throw new Error(`order ${orderId} no longer found`);
+    return endedAnswer(found.order, payment);
   }
 
-  /** @returns the order, or undefined for an id naming no accepted order (a malformed one asks nobody) */
-  private async lookUp(orderId: string): Promise<Order | undefined> {
-    return isOrderId(orderId) && saleOfOrder(orderId) !== undefined ? this.options.lookUp(orderId) : undefined;
+  /** @returns the order and the payment's receipt, or undefined for an id naming no accepted order (a malformed one asks nobody) */
+  private async lookUp(orderId: string, payment: Payment): Promise<LookedUp | undefined> {
+    return isOrderId(orderId) && saleOfOrder(orderId) !== undefined ? this.options.lookUp(orderId, payment) : undefined;
   }
 
   private call<T>(work: () => Promise<T>): Promise<T> {
     return this.temporal.withDeadline(Date.now() + this.options.callTimeoutMs, work);
   }
+}
+
+/** The payment as sent: with the door's receipt when it stamped one (a receipt the caller set is replaced). */
+function stamped(payment: Payment, found: LookedUp): Payment {
+  const { paymentId, amount } = payment;
+  return found.receipt ? { paymentId, amount, receipt: found.receipt } : { paymentId, amount };
 }
 
 /**

@@ -72,7 +72,7 @@ export async function startWorker(
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...bundle,
-    activities: createActivities({ orders: new Orders(pool, reservations.view), reservations }),
+    activities: createActivities({ orders: new Orders(pool, reservations.view), reservations, receiptSecret: config.PAYMENT_RECEIPT_SECRET }),
     maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
     maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
     maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,

@@ -30,6 +30,8 @@ const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maxi
 const local = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry });
 
 const MAX_PAYMENT_ID = 200;
+/** A receipt's MAC is 43 base64url characters (src/order/receipt.ts); anything longer is not one. */
+const MAX_RECEIPT_MAC = 64;
 /** Wait before settling again when PostgreSQL's clock has not reached the deadline yet (clocks of two hosts). */
 const SETTLE_AGAIN_MS = 1000;
 
@@ -40,7 +42,10 @@ function checkPayment(p: unknown): { ok: true; payment: Payment } | { ok: false;
   if (!paymentId || !PAYMENT_ID.test(candidate?.paymentId as string) || !Number.isSafeInteger(candidate?.amount) || (candidate?.amount as number) < 0) {
     return { ok: false, paymentId };
   }
-  return { ok: true, payment: { paymentId, amount: candidate?.amount as number } };
+  const receipt = candidate?.receipt;
+  // A malformed receipt is dropped, not the payment: it is then judged when Temporal received it.
+  const stamped = Number.isSafeInteger(receipt?.atMs) && typeof receipt?.mac === 'string' && receipt.mac.length <= MAX_RECEIPT_MAC;
+  return { ok: true, payment: { paymentId, amount: candidate?.amount as number, ...(stamped && { receipt: { atMs: receipt?.atMs as number, mac: receipt?.mac as string } }) } };
 }
 
 /**

@@ -4,14 +4,16 @@
  * sends `paid` with signal-with-start and `pay` with update-with-start while no worker polls and no starter runs.
  * Sent in time, both end PAID once the worker runs, though it first polls after their deadlines, one run per order, OrderPlaced and OrderPaid once each, no
  * refund, and the starter's later start changes nothing (I4). Sent after the deadline: refused, the unit back,
- * a refund event for the signal's money. An id naming no accepted order starts nothing.
+ * a refund event for the signal's money. An id naming no accepted order starts nothing. A payment whose receipt
+ * the internal door stamped in time is PAID though Temporal received it after the deadline; a tampered receipt
+ * vouches for nothing.
  */
 import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { newOrderId } from '../../src/order/orderId';
 import type { Order } from '../../src/order/types';
-import { internalDoorLookup, PaymentClient } from '../../src/payments/client';
+import { internalDoorLookup, PaymentClient, type LookedUp } from '../../src/payments/client';
 import { saleKeys } from '../../src/reservation/layout';
 import type { Sale } from '../../src/sale/sales';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
@@ -23,7 +25,7 @@ import { http } from '../support/openapi';
 import { installTestRuntime } from '../support/temporalRuntime';
 
 const PRICE = 3100;
-const config = testConfig({ STARTER_IN_API: 'false' });
+const config = testConfig({ STARTER_IN_API: 'false', PAYMENT_RECEIPT_SECRET: `receipt-secret-of-this-suite-${'x'.repeat(16)}` });
 const run = randomUUID().slice(0, 8);
 let clients: Clients;
 let temporal: Client;
@@ -130,5 +132,37 @@ test('sent after the deadline: refused, the unit back, a refund event for the si
   expect(await payments.signalPaid(bySignal, { paymentId: `s-${bySignal}`, amount: PRICE })).toEqual({ ended: { error: 'PAYMENT_WINDOW_CLOSED' } });
   expect(await payments.pay(byUpdate, { paymentId: `u-${byUpdate}`, amount: PRICE })).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
   expect(await runsOf(bySignal)).toBe(1);
+  expect(await settledAudit(config, clients, temporal, sale.saleId, [bySignal, byUpdate])).toEqual([]);
+});
+
+test('a receipt stamped before the deadline: PAID though Temporal received the payment after it; a tampered one: refused', async () => {
+  worker ??= await startWorker(config, await buildWorkflowBundle());
+  const sale = await createTestSale(clients, { quantities: [2], priceMinor: PRICE, paymentWindowMs: 3000 });
+  const bySignal = await press(sale, `receipt-signal-${run}`);
+  const byUpdate = await press(sale, `receipt-update-${run}`);
+  const signalPayment = { paymentId: `s-${bySignal}`, amount: PRICE };
+  const updatePayment = { paymentId: `u-${byUpdate}`, amount: PRICE };
+  const door = internalDoorLookup(api.internalUrl, config.PAYMENT_SERVICE_TOKEN, 10_000);
+  const stamped = await door(bySignal, signalPayment);
+  const forged = await door(byUpdate, updatePayment);
+  expect(stamped?.receipt?.atMs).toBeLessThan(Date.parse(stamped?.order.paymentDeadline as string));
+  // The door stamps a payment it is asked about, and refuses any other query.
+  for (const query of ['', '?paymentId=x', '?amount=5', '?paymentId=x&amount=-1', '?paymentId=x&amount=', '?paymentId=x&amount=5&other=1', '?paymentId=x&paymentId=y&amount=5']) {
+    const refused = await http(api.internalUrl)('GET', `/api/flash-sales/orders/${bySignal}/payment${query}`, { token: config.PAYMENT_SERVICE_TOKEN });
+    expect({ query, status: refused.status, error: refused.body.error }).toEqual({ query, status: 400, error: 'INVALID_QUERY' });
+  }
+
+  // Temporal's intake lagging the payment service: both payments reach it after the deadline, with the
+  // receipts stamped before it (no starter runs, so each payment starts its order's workflow).
+  await until('the deadline passed', async () => Date.now() > Date.parse(stamped?.order.paymentDeadline as string) + 500);
+  const via = (found: LookedUp | undefined) => new PaymentClient(temporal, { taskQueue: config.TEMPORAL_TASK_QUEUE, lookUp: async () => found, callTimeoutMs: 90_000 });
+  expect(await via(stamped).signalPaid(bySignal, signalPayment)).toEqual({ signalled: true });
+  const tampered = forged && { ...forged, receipt: { atMs: (forged.receipt?.atMs as number) - 1, mac: forged.receipt?.mac as string } };
+  expect(await via(tampered).pay(byUpdate, updatePayment)).toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
+
+  expect(await temporal.workflow.getHandle(bySignal).result()).toMatchObject({ status: 'PAID', paymentId: signalPayment.paymentId });
+  expect(await temporal.workflow.getHandle(byUpdate).result()).toMatchObject({ status: 'EXPIRED' });
+  expect(countByType(uniqueEvents(await tap.collect([bySignal], { until: (es) => es.some((e) => e.type === 'OrderPaid') })))).toEqual({ OrderPlaced: 1, OrderPaid: 1 });
+  await until('the expired unit back', async () => (await freeUnits(sale)) === 1);
   expect(await settledAudit(config, clients, temporal, sale.saleId, [bySignal, byUpdate])).toEqual([]);
 });

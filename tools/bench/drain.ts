@@ -234,7 +234,7 @@ async function runOrders(r: Rig, startedBy: 'bench' | 'queue' | 'payment', paidS
   const expiringSale = await newSale(WINDOW_MS);
   const toPay = new Set<string>();
   const orders = new Orders(r.pool, r.store.view);
-  const payments = new PaymentClient(r.temporal, { taskQueue: r.taskQueue, lookUp: (id) => orders.find(id), callTimeoutMs: 60_000 });
+  const payments = new PaymentClient(r.temporal, { taskQueue: r.taskQueue, lookUp: async (id) => { const order = await orders.find(id); return order && { order }; }, callTimeoutMs: 60_000 });
   let reserving = true;
   // The payment service: pays each order of the paid sale once PostgreSQL has it, looking every 200 ms.
   const paying = (async () => {

@@ -1,4 +1,5 @@
 /** The demo's stack: its clients, and the service's processes (API, worker, starter, the payment service's API). */
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
@@ -51,7 +52,8 @@ export async function openRun(options: DemoOptions): Promise<Run> {
   // The whole crowd comes from loopback: one client IP. Its limit is lifted; each buyer's stays as configured.
   // The starter runs in a process of its own unless STARTER_IN_API says otherwise: on one machine it is part of
   // the drain, which yields the CPU to the API (docs/performance.md, the payment route under a burst).
-  const env = { STARTER_IN_API: 'false', ...process.env, ...options.environment, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
+  // A receipt key of this run's own, shared by its API and workers, unless one is given (src/order/receipt.ts).
+  const env = { STARTER_IN_API: 'false', PAYMENT_RECEIPT_SECRET: randomBytes(32).toString('base64url'), ...process.env, ...options.environment, API_PORT: String(options.apiPort), TEMPORAL_TASK_QUEUE: options.taskQueue, LOG_LEVEL: 'info', RATE_LIMIT_PER_IP: String(CROWD_IP_LIMIT) };
   const config = loadConfig(env);
   const pool = createPool(config);
   const redis = createRedis(config);
