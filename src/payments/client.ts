@@ -8,11 +8,12 @@
  * an id that names no accepted order starts nothing, and the payment carries the door's receipt, if any, so that
  * it is judged when the API saw it rather than when Temporal's intake got to it (src/order/receipt.ts).
  */
-import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError, WithStartWorkflowOperation, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import { saleOfOrder } from '../order/orderId';
 import { parseReceipt } from '../order/receipt';
 import { isOrderId, paysPrice, type Order, type PaymentReceipt, type PayResult, type Payment } from '../order/types';
-import { ItemIdKey, OrderStatusKey, paidSignal, payUpdate, SaleIdKey, UserIdKey, type OrderRef } from '../workflows/definitions';
+import { orderStartOptions } from '../workflows/client';
+import { paidSignal, payUpdate, type OrderRef } from '../workflows/definitions';
 
 /** An order as the service reads it (Orders.find), with the receipt the door stamped for the payment, if any. */
 export interface LookedUp {
@@ -80,7 +81,7 @@ export class PaymentClient {
     try {
       await this.call(() =>
         this.temporal.workflow.signalWithStart('orderWorkflow', {
-          ...this.startOptions(found.order),
+          ...orderStartOptions(this.options.taskQueue, found.order),
           args: [{ orderId } satisfies OrderRef],
           signal: paidSignal,
           signalArgs: [stamped(payment, found)],
@@ -103,7 +104,7 @@ export class PaymentClient {
     const found = await this.lookUp(orderId, payment);
     if (!found) return { error: 'ORDER_NOT_FOUND' };
     const startWorkflowOperation = new WithStartWorkflowOperation('orderWorkflow', {
-      ...this.startOptions(found.order),
+      ...orderStartOptions(this.options.taskQueue, found.order),
       args: [{ orderId } satisfies OrderRef],
       workflowIdConflictPolicy: 'USE_EXISTING',
     });
@@ -113,21 +114,6 @@ export class PaymentClient {
       if (!ended(err)) throw err;
       return this.endedAnswer(orderId, payment);
     }
-  }
-
-  /** One run per order id, ever (I4), with the search attributes the starter gives it (from the lookup). */
-  private startOptions(order: Order) {
-    return {
-      workflowId: order.orderId,
-      taskQueue: this.options.taskQueue,
-      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-      typedSearchAttributes: [
-        { key: OrderStatusKey, value: 'PENDING' },
-        { key: SaleIdKey, value: order.saleId },
-        { key: ItemIdKey, value: order.itemId },
-        { key: UserIdKey, value: order.userId },
-      ],
-    };
   }
 
   private async endedAnswer(orderId: string, payment: Payment): Promise<PayResult> {

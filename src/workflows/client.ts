@@ -26,15 +26,13 @@ function clientInterceptors(config: Pick<Config, 'OTEL_TRACES_EXPORTER'>): Clien
 }
 
 /**
- * Starts orderWorkflow for a reserved unit, with the search attributes the Web UI filters on.
- * The id may never be reused, so a duplicate start cannot make a second workflow for one order (I4).
- * @throws WorkflowExecutionAlreadyStartedError for a duplicate, connection errors when Temporal is unreachable
+ * The start options of an order's one run, whoever starts it (the starter, or a payment with a start): id =
+ * orderId, never reused (I4), and the search attributes the Web UI filters on.
  */
-export async function startOrderWorkflow(client: Client, taskQueue: string, order: OrderInput): Promise<void> {
-  await client.workflow.start('orderWorkflow', {
+export function orderStartOptions(taskQueue: string, order: Pick<OrderInput, 'orderId' | 'saleId' | 'itemId' | 'userId'>) {
+  return {
     workflowId: order.orderId,
     taskQueue,
-    args: [order],
     workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
     typedSearchAttributes: [
       { key: OrderStatusKey, value: 'PENDING' },
@@ -42,7 +40,15 @@ export async function startOrderWorkflow(client: Client, taskQueue: string, orde
       { key: ItemIdKey, value: order.itemId },
       { key: UserIdKey, value: order.userId },
     ],
-  });
+  };
+}
+
+/**
+ * Starts orderWorkflow for a reserved unit (orderStartOptions).
+ * @throws WorkflowExecutionAlreadyStartedError for a duplicate, connection errors when Temporal is unreachable
+ */
+export async function startOrderWorkflow(client: Client, taskQueue: string, order: OrderInput): Promise<void> {
+  await client.workflow.start('orderWorkflow', { ...orderStartOptions(taskQueue, order), args: [order] });
 }
 
 /**
