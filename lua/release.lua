@@ -33,7 +33,12 @@ if redis.call('HGET', KEYS[2], userId) == ARGV[1] then
   redis.call('HDEL', KEYS[2], userId)
 end
 if ARGV[3] == '1' then
-  redis.call('RPUSH', KEYS[1], unit)
+  -- A unit back in an empty free list: API processes that flagged the item sold out clear the flag (the shard's
+  -- restocked channel, named beside the loaded mark: a channel declared among KEYS, existing on neither side of
+  -- a migrating slot, would make the script TRYAGAIN). pcall: an ACL without the channel must not fail a release.
+  if redis.call('RPUSH', KEYS[1], unit) == 1 then
+    redis.pcall('SPUBLISH', string.gsub(KEYS[6], ':loaded$', ':restocked'), ARGV[2])
+  end
   redis.call('INCR', KEYS[4])
 end
 redis.call('HSET', KEYS[5], ARGV[1], 1)

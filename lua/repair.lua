@@ -36,7 +36,10 @@ local function free(unit)
   if redis.call('LPOS', stock, unit) then
     return 0
   end
-  redis.call('RPUSH', stock, unit)
+  -- As in release.lua: a unit back in an empty free list is told on the shard's restocked channel (the item id).
+  if redis.call('RPUSH', stock, unit) == 1 then
+    redis.pcall('SPUBLISH', string.gsub(loaded, ':loaded$', ':restocked'), string.match(stock, ':stock:(%d+)$'))
+  end
   redis.call('INCR', returns)
   return 1
 end

@@ -13,7 +13,7 @@ import { onShutdown, runMain } from '../infra/lifecycle';
 import { createLogger, type Logger } from '../infra/logger';
 import { Orders } from '../order/store';
 import { ReservationStore } from '../reservation/store';
-import { autoPipelines, createRedis, type FlashRedis } from '../reservation/client';
+import { autoPipelines, createRedis, createSubscriber, type FlashRedis } from '../reservation/client';
 import { ReplicationBarrier } from '../reservation/replication';
 import { SaleLayouts } from '../reservation/layout';
 import { OrderWorkflows } from '../workflows/client';
@@ -135,7 +135,10 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   const barrier = config.REDIS_WAIT_REPLICAS > 0 ? new ReplicationBarrier(redis, config) : undefined;
   const store = new ReservationStore(redis, new SaleLayouts(pool), { barrier, replicas: config.REDIS_WAIT_REPLICAS, claimIdleMs: config.STARTER_CLAIM_IDLE_MS });
   const orders = new Orders(pool, store.view);
-  const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'));
+  // Its own connection: a connection in subscriber mode sends no other command.
+  const restocks = createSubscriber(config);
+  restocks.on('error', (err) => log.warn({ err: err.message }, 'redis error (restocked channels)'));
+  const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'), restocks);
   soldOut.start();
   // Its own client: the queue's reads must not queue behind (or ahead of) the purchases' EVALSHAs.
   const queueRedis = createRedis(config);
@@ -171,7 +174,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
     servers = await listenOnBoth(apps, config);
   } catch (err) {
     soldOut.stop();
-    await Promise.allSettled([redis.quit(), queueRedis.quit(), pool.end(), workflows.close()]);
+    await Promise.allSettled([redis.quit(), queueRedis.quit(), restocks.quit(), pool.end(), workflows.close()]);
     throw err;
   }
   const [url, internalUrl] = servers.map((server, i) => {
@@ -193,7 +196,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
       await Promise.all(servers.map(drain));
       await starter?.stop();
       barrier?.close();
-      await Promise.allSettled([redis.quit(), queueRedis.quit(), pool.end(), workflows.close()]);
+      await Promise.allSettled([redis.quit(), queueRedis.quit(), restocks.quit(), pool.end(), workflows.close()]);
     },
   };
 }

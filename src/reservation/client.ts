@@ -84,6 +84,18 @@ export function createRedis(config: Config, options: Pick<RedisOptions, 'enableO
 }
 
 /**
+ * A connection for shard channels (SSUBSCRIBE; src/api/soldOut.ts), with the key prefix, credentials and TLS of
+ * createRedis: on a cluster, one subscriber per master (ioredis' shardedSubscribers), following slots as they move.
+ * It queues commands while it reconnects and subscribes again after.
+ */
+export function createSubscriber(config: Config): Redis | Cluster {
+  const nodes = redisClusterNodes(config);
+  return nodes
+    ? new Cluster(nodes, { redisOptions: nodeConnection(config), keyPrefix: config.REDIS_KEY_PREFIX, shardedSubscribers: true, slotsRefreshInterval: 2000 })
+    : new Redis({ ...redisConnection(config), keyPrefix: config.REDIS_KEY_PREFIX });
+}
+
+/**
  * Whether a client of the purchase path auto-pipelines: on one node, yes (it sends the reservations of one
  * event-loop turn in one write; docs/performance.md); on a cluster, no. ioredis batches auto-pipelined commands
  * per node and, on a MOVED, re-sends the whole batch as a pipeline, which throws "All keys in the pipeline should

@@ -48,6 +48,12 @@ export function shardKeys(tag: string) {
      * a script naming a key that exists on neither is answered TRYAGAIN by the importing node and ASK by the other.
      */
     closed: `${tag}:closed`,
+    /**
+     * Shard channel (SPUBLISH, SSUBSCRIBE), not a key: told an item's id whenever a unit comes back to its empty free
+     * list on this shard (release.lua, repair.lua, which name it from `loaded`), so that every API process clears its
+     * sold-out flag at once (src/api/soldOut.ts).
+     */
+    restocked: `${tag}:restocked`,
     /** Orders whose unit this shard took back (release.lua), for a day after the last: a late rerun of their reservation reserves nothing. */
     released: `${tag}:released`,
     /** A rebuild of this shard under way (src/reservation/loading.ts): its token, until it ends or the lock expires. */
