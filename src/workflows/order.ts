@@ -6,7 +6,7 @@
  * payment, cancel and deadline on the order's row and the workflow follows it, so a replayed local activity
  * repeats only what PostgreSQL decided (I5).
  */
-import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, log, patched, proxyLocalActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { orderEvent } from '../order/events';
 import {
@@ -78,18 +78,24 @@ export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order
   // Set once the order has its row: payments that arrive before wait for it.
   let placed: Outcome | undefined = undefined;
   let settled: Outcome | undefined;
+  let paying = 0;
   const refunds: { payment: Payment; reason: string }[] = [];
 
   // Handlers are set before the first wait: the SDK rejects an update with no handler at the end of its activation
   // (update-with-start's `pay`). A payment is decided once the order has its row; an accepted one settles it PAID.
   const pay = async (payment: Payment): Promise<PayResult> => {
     const receivedAtMs = receivedAt(firstTaskMs);
-    await condition(() => placed !== undefined);
-    // An order PostgreSQL refused has no row to pay.
-    if (placed?.status === 'REJECTED') return { error: 'ORDER_NOT_PENDING' };
-    const result = await local.payOrder(await terms, payment, receivedAtMs);
-    if ('status' in result) settled ??= { status: 'PAID', paymentId: result.paymentId };
-    return result;
+    paying += 1;
+    try {
+      await condition(() => placed !== undefined);
+      // An order PostgreSQL refused has no row to pay.
+      if (placed?.status === 'REJECTED') return { error: 'ORDER_NOT_PENDING' };
+      const result = await local.payOrder(await terms, payment, receivedAtMs);
+      if ('status' in result) settled ??= { status: 'PAID', paymentId: result.paymentId };
+      return result;
+    } finally {
+      paying -= 1;
+    }
   };
   setHandler(payUpdate, pay, { validator: (payment: Payment) => validatePayment(known, payment) });
   setHandler(paidSignal, async (raw: unknown) => {
@@ -130,6 +136,8 @@ export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order
   const placing = await place(order);
   placed = placing.placed;
   if (placed.status === 'PENDING') await waitForEnd(deadlineMs, () => settled !== undefined);
+  // Payments being decided (one that reached the run before its deadline fired, in the same task) go first.
+  if (patched('settle-after-payments')) await condition(() => paying === 0);
   settled ??= placing.unstored ? placed : await settle(order);
   const compensation = compensationFor(settled);
   if (compensation) await local.releaseUnit(order, compensation.unitBack);

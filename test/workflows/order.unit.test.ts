@@ -28,7 +28,7 @@ interface Script {
   place: Outcome | Error;
   /** settleOrder's answer once the deadline has passed */
   settle: Outcome;
-  pay?: (payment: Payment) => PayResult;
+  pay?: (payment: Payment) => PayResult | Promise<PayResult>;
   cancel?: (reason: CancelReason) => CancelResult;
   /** orderTerms' answer, for a workflow a payment started with the order's id alone */
   terms?: OrderInput | null;
@@ -267,6 +267,31 @@ describe('started by a payment with the order id alone (signal-with-start), befo
     const paid = calls.get(order.orderId)?.find((c) => c.name === 'payOrder');
     expect(paid?.args[1]).toBe(startedMs);
     expect(startedMs).toBeLessThan(order.reservedAtMs + WINDOW_MS);
+  });
+
+  test('a payment and its deadline handled in one task (a backlog): the settle waits for the payment, PAID, no settle', async () => {
+    const backlogQueue = `${TASK_QUEUE}-backlog`;
+    // 2 s of the window left once placed; then no worker polls while the payment arrives and the deadline passes.
+    const order: OrderInput = { orderId: randomUUID(), saleId: 1, itemId: 6, userId: `buyer-${randomUUID()}`, priceMinor: PRICE, paymentWindowMs: WINDOW_MS, reservedAtMs: (await env.currentTimeMs()) - WINDOW_MS + 2000, stockShard: 0, unit: 4 };
+    // PostgreSQL takes its time over the payment: a settle run beside it would be decided first.
+    const slowPay = async (p: Payment): Promise<PayResult> => {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      return { status: 'PAID', paymentId: p.paymentId };
+    };
+    scripts.set(order.orderId, { place: { status: 'PENDING' }, settle: { status: 'EXPIRED' }, pay: slowPay });
+    await startOrderWorkflow(env.client, backlogQueue, order);
+    const handle = env.client.workflow.getHandle(order.orderId);
+    // No sticky queue: the next task must go to the second worker, not wait for this one's cache.
+    const first = await Worker.create({ connection: env.nativeConnection, taskQueue: backlogQueue, workflowBundle: bundle, activities: mocked, maxCachedWorkflows: 0 });
+    await first.runUntil(async () => {
+      while (!(await historySteps(handle)).includes('placeOrder')) await new Promise((resolve) => setTimeout(resolve, 50));
+    });
+    await handle.signal(paidSignal, { paymentId: `backlog-${order.orderId}`, amount: PRICE });
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(await env.currentTimeMs()).toBeGreaterThan(order.reservedAtMs + WINDOW_MS);
+    const second = await Worker.create({ connection: env.nativeConnection, taskQueue: backlogQueue, workflowBundle: bundle, activities: mocked });
+    expect(await second.runUntil(handle.result())).toMatchObject({ status: 'PAID', paymentId: `backlog-${order.orderId}` });
+    expect(steps(order)).toEqual(['placeOrder', 'payOrder']);
   });
 
   test('an id naming no accepted order: the run fails ORDER_NOT_FOUND having stored nothing and released nothing', async () => {
