@@ -138,7 +138,7 @@ export async function startApi(config: Config, log: Logger = createLogger(config
   // Its own connection: a connection in subscriber mode sends no other command.
   const restocks = createSubscriber(config);
   restocks.on('error', (err) => log.warn({ err: err.message }, 'redis error (restocked channels)'));
-  const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'), restocks);
+  const soldOut = new SoldOutFlags(store, config.SOLD_OUT_RECHECK_MS, (err) => log.warn({ err }, 'sold-out recheck failed'), restocks, config.REDIS_KEY_PREFIX);
   soldOut.start();
   // Its own client: the queue's reads must not queue behind (or ahead of) the purchases' EVALSHAs.
   const queueRedis = createRedis(config);

@@ -24,13 +24,16 @@ export class SoldOutFlags {
 
   /**
    * @param recheckMs period of the stock recheck (ms, SOLD_OUT_RECHECK_MS)
-   * @param subscriber where restocked messages arrive; without one, only the recheck clears flags
+   * @param subscriber where restocked messages arrive (createSubscriber: channels named whole); without one, only
+   *   the recheck clears flags
+   * @param keyPrefix REDIS_KEY_PREFIX, which the scripts' channel names carry
    */
   constructor(
     private readonly store: ReservationStore,
     private readonly recheckMs: number,
     private readonly onError: (err: unknown) => void,
     private readonly subscriber?: RestockSubscriber,
+    private readonly keyPrefix = '',
   ) {}
 
   has(itemId: number): boolean {
@@ -78,11 +81,17 @@ export class SoldOutFlags {
       const stock = await this.store.view.stock(saleId, itemIds);
       for (const [itemId, left] of stock) if (left === undefined || left > 0) this.flagged.delete(itemId);
     }
-    for (const saleId of this.listening.keys()) if (!bySale.has(saleId)) await this.unlisten(saleId);
+    for (const saleId of this.listening.keys()) if (!this.flaggedInSale(saleId)) await this.unlisten(saleId);
+  }
+
+  /** Read now, not before the recheck's awaits: a sale flagged meanwhile keeps its channels. */
+  private flaggedInSale(saleId: number): boolean {
+    for (const flaggedSale of this.flagged.values()) if (flaggedSale === saleId) return true;
+    return false;
   }
 
   private async listen(saleId: number): Promise<void> {
-    const channels = (await this.store.layouts.get(saleId)).tags.map((tag) => shardKeys(tag).restocked);
+    const channels = (await this.store.layouts.get(saleId)).tags.map((tag) => `${this.keyPrefix}${shardKeys(tag).restocked}`);
     this.listening.set(saleId, channels);
     // One channel per call: a cluster takes several in one SSUBSCRIBE only when they share a slot.
     await Promise.all(channels.map((channel) => this.subscriber?.ssubscribe(channel)));

@@ -84,15 +84,16 @@ export function createRedis(config: Config, options: Pick<RedisOptions, 'enableO
 }
 
 /**
- * A connection for shard channels (SSUBSCRIBE; src/api/soldOut.ts), with the key prefix, credentials and TLS of
- * createRedis: on a cluster, one subscriber per master (ioredis' shardedSubscribers), following slots as they move.
- * It queues commands while it reconnects and subscribes again after.
+ * A connection for shard channels (SSUBSCRIBE; src/api/soldOut.ts), with the credentials and TLS of createRedis:
+ * on a cluster, one subscriber per master (ioredis' shardedSubscribers), following slots as they move. It queues
+ * commands while it reconnects and subscribes again after. Without keyPrefix: the caller names channels whole
+ * (REDIS_KEY_PREFIX included), since ioredis would prefix a channel it subscribes again after a reconnect twice.
  */
 export function createSubscriber(config: Config): Redis | Cluster {
   const nodes = redisClusterNodes(config);
   return nodes
-    ? new Cluster(nodes, { redisOptions: nodeConnection(config), keyPrefix: config.REDIS_KEY_PREFIX, shardedSubscribers: true, slotsRefreshInterval: 2000 })
-    : new Redis({ ...redisConnection(config), keyPrefix: config.REDIS_KEY_PREFIX });
+    ? new Cluster(nodes, { redisOptions: nodeConnection(config), shardedSubscribers: true, slotsRefreshInterval: 2000 })
+    : new Redis(redisConnection(config));
 }
 
 /**
