@@ -11,7 +11,7 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import { saleOfOrder } from '../order/orderId';
 import { parseReceipt } from '../order/receipt';
-import { isOrderId, paysPrice, type Order, type PaymentReceipt, type PayResult, type Payment } from '../order/types';
+import { isOrderId, PAYMENT_ID, paysPrice, type Order, type PaymentReceipt, type PayResult, type Payment } from '../order/types';
 import { orderStartOptions } from '../workflows/client';
 import { paidSignal, payUpdate, type OrderRef } from '../workflows/definitions';
 
@@ -47,8 +47,10 @@ export interface PaymentClientOptions {
  */
 export function internalDoorLookup(internalUrl: string, token: string, timeoutMs: number): OrderLookup {
   return async (orderId, payment) => {
-    const query = new URLSearchParams({ paymentId: payment.paymentId, amount: String(payment.amount) });
-    const res = await fetch(`${internalUrl}/api/flash-sales/orders/${orderId}/payment?${query}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(timeoutMs) });
+    // A malformed payment is looked up without it (no receipt): the workflow refuses it (INVALID_PAYMENT, a refund).
+    const wellFormed = PAYMENT_ID.test(payment.paymentId) && Number.isSafeInteger(payment.amount) && payment.amount >= 0 && payment.amount < 1e15;
+    const query = wellFormed ? `?${new URLSearchParams({ paymentId: payment.paymentId, amount: String(payment.amount) })}` : '';
+    const res = await fetch(`${internalUrl}/api/flash-sales/orders/${orderId}/payment${query}`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(timeoutMs) });
     if (res.status === 404) return undefined;
     if (res.status !== 200) throw new Error(`order lookup answered ${res.status}: ${await res.text()}`);
     const receipt = parseReceipt(res.headers.get('payment-receipt'));

@@ -78,24 +78,20 @@ export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order
   // Set once the order has its row: payments that arrive before wait for it.
   let placed: Outcome | undefined = undefined;
   let settled: Outcome | undefined;
-  let paying = 0;
+  const turns = new PaymentTurns();
   const refunds: { payment: Payment; reason: string }[] = [];
 
   // Handlers are set before the first wait: the SDK rejects an update with no handler at the end of its activation
   // (update-with-start's `pay`). A payment is decided once the order has its row; an accepted one settles it PAID.
   const pay = async (payment: Payment): Promise<PayResult> => {
     const receivedAtMs = receivedAt(firstTaskMs);
-    paying += 1;
-    try {
-      await condition(() => placed !== undefined);
+    return turns.take(patched('payments-in-arrival-order'), () => placed !== undefined, async () => {
       // An order PostgreSQL refused has no row to pay.
       if (placed?.status === 'REJECTED') return { error: 'ORDER_NOT_PENDING' };
       const result = await local.payOrder(await terms, payment, receivedAtMs);
       if ('status' in result) settled ??= { status: 'PAID', paymentId: result.paymentId };
       return result;
-    } finally {
-      paying -= 1;
-    }
+    });
   };
   setHandler(payUpdate, pay, { validator: (payment: Payment) => validatePayment(known, payment) });
   setHandler(paidSignal, async (raw: unknown) => {
@@ -137,7 +133,7 @@ export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order
   placed = placing.placed;
   if (placed.status === 'PENDING') await waitForEnd(deadlineMs, () => settled !== undefined);
   // Payments being decided (one that reached the run before its deadline fired, in the same task) go first.
-  if (patched('settle-after-payments')) await condition(() => paying === 0);
+  if (patched('settle-after-payments')) await condition(() => turns.idle);
   settled ??= placing.unstored ? placed : await settle(order);
   const compensation = compensationFor(settled);
   if (compensation) await local.releaseUnit(order, compensation.unitBack);
@@ -149,6 +145,30 @@ export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order
     await local.publishEvent(event);
   }
   return view();
+}
+
+/**
+ * Payments of one run, decided one at a time in the order received: a retry (a later receipt) finds its first
+ * attempt's PAID rather than being refused and refunded beside it. The settle waits until none is left (idle).
+ */
+class PaymentTurns {
+  private issued = 0;
+  private done = 0;
+
+  /** Runs work once ready() holds and, in order, every earlier payment is decided. */
+  async take<T>(inOrder: boolean, ready: () => boolean, work: () => Promise<T>): Promise<T> {
+    const ticket = this.issued++;
+    try {
+      await condition(() => ready() && (!inOrder || this.done === ticket));
+      return await work();
+    } finally {
+      this.done += 1;
+    }
+  }
+
+  get idle(): boolean {
+    return this.done === this.issued;
+  }
 }
 
 /** The order as the status query and the result show it: PENDING until settled. */

@@ -269,13 +269,18 @@ describe('started by a payment with the order id alone (signal-with-start), befo
     expect(startedMs).toBeLessThan(order.reservedAtMs + WINDOW_MS);
   });
 
-  test('a payment and its deadline handled in one task (a backlog): the settle waits for the payment, PAID, no settle', async () => {
+  test('a payment, its retry and its deadline handled in one task (a backlog): decided one at a time, in order, before the settle: PAID, no settle', async () => {
     const backlogQueue = `${TASK_QUEUE}-backlog`;
     // 2 s of the window left once placed; then no worker polls while the payment arrives and the deadline passes.
     const order: OrderInput = { orderId: randomUUID(), saleId: 1, itemId: 6, userId: `buyer-${randomUUID()}`, priceMinor: PRICE, paymentWindowMs: WINDOW_MS, reservedAtMs: (await env.currentTimeMs()) - WINDOW_MS + 2000, stockShard: 0, unit: 4 };
-    // PostgreSQL takes its time over the payment: a settle run beside it would be decided first.
+    // PostgreSQL takes its time over the payment: a settle, or the payment's retry, run beside it would be decided
+    // first. The retry (a later receipt) finds the first attempt's PAID only when decided after it.
+    let deciding = 0;
+    let mostAtOnce = 0;
     const slowPay = async (p: Payment): Promise<PayResult> => {
+      mostAtOnce = Math.max(mostAtOnce, (deciding += 1));
       await new Promise((resolve) => setTimeout(resolve, 500));
+      deciding -= 1;
       return { status: 'PAID', paymentId: p.paymentId };
     };
     scripts.set(order.orderId, { place: { status: 'PENDING' }, settle: { status: 'EXPIRED' }, pay: slowPay });
@@ -286,12 +291,15 @@ describe('started by a payment with the order id alone (signal-with-start), befo
     await first.runUntil(async () => {
       while (!(await historySteps(handle)).includes('placeOrder')) await new Promise((resolve) => setTimeout(resolve, 50));
     });
-    await handle.signal(paidSignal, { paymentId: `backlog-${order.orderId}`, amount: PRICE });
+    await handle.signal(paidSignal, { paymentId: `backlog-${order.orderId}`, amount: PRICE, receipt: { atMs: 1, mac: 'first' } });
+    await handle.signal(paidSignal, { paymentId: `backlog-${order.orderId}`, amount: PRICE, receipt: { atMs: 2, mac: 'retry' } });
     await new Promise((resolve) => setTimeout(resolve, 3000));
     expect(await env.currentTimeMs()).toBeGreaterThan(order.reservedAtMs + WINDOW_MS);
     const second = await Worker.create({ connection: env.nativeConnection, taskQueue: backlogQueue, workflowBundle: bundle, activities: mocked });
     expect(await second.runUntil(handle.result())).toMatchObject({ status: 'PAID', paymentId: `backlog-${order.orderId}` });
-    expect(steps(order)).toEqual(['placeOrder', 'payOrder']);
+    expect(steps(order)).toEqual(['placeOrder', 'payOrder', 'payOrder']);
+    expect(calls.get(order.orderId)?.filter((c) => c.name === 'payOrder').map((c) => (c.args[0] as Payment).receipt?.mac)).toEqual(['first', 'retry']);
+    expect(mostAtOnce).toBe(1);
   });
 
   test('an id naming no accepted order: the run fails ORDER_NOT_FOUND having stored nothing and released nothing', async () => {

@@ -28,26 +28,27 @@ export function getOrderHandler({ orders }: AppDeps) {
   };
 }
 
-/** The payment a lookup is for (query `paymentId` and `amount`), each given once. */
-const PaymentQuery = z.object({ paymentId: PaymentBody.shape.paymentId, amount: z.string().regex(/^\d{1,15}$/).transform(Number) }).strict();
+/** The payment a lookup is for (query `paymentId` and `amount`, each given at most once; a receipt needs both). */
+const PaymentQuery = z.object({ paymentId: PaymentBody.shape.paymentId.optional(), amount: z.string().regex(/^\d{1,15}$/).transform(Number).optional() }).strict();
 
 /**
  * GET handler for the payment service (its bearer credential): any order as Orders.find reads it (from its 202
  * on), or 404 ORDER_NOT_FOUND. The payment client (src/payments/client.ts) asks it before it starts a workflow
- * with a payment (`?paymentId=&amount=`), so that an id naming no accepted order starts nothing. With
- * PAYMENT_RECEIPT_SECRET set, its header Payment-Receipt stamps that payment now (src/order/receipt.ts).
- * 400 INVALID_QUERY for any other query.
+ * with a payment, so that an id naming no accepted order starts nothing. Asked for a payment (`?paymentId=&amount=`)
+ * with PAYMENT_RECEIPT_SECRET set, its header Payment-Receipt stamps that payment now (src/order/receipt.ts).
+ * 400 INVALID_QUERY for a malformed or unknown query parameter.
  */
 export function paymentOrderHandler({ orders, config }: AppDeps) {
   return async function paymentOrder(ctx: Context): Promise<void> {
     ctx.set('Cache-Control', 'no-store');
     const orderId: string = ctx.params.orderId;
     const query = PaymentQuery.safeParse(ctx.query);
-    if (!query.success) return reply(ctx, 'INVALID_QUERY', { details: ['paymentId (printable ASCII, 1-200 characters) and amount (an integer >= 0), once each'] });
+    if (!query.success) return reply(ctx, 'INVALID_QUERY', { details: ['paymentId (printable ASCII, 1-200 characters) and amount (an integer >= 0), each at most once'] });
     const order = isOrderId(orderId) ? await orders.find(orderId) : undefined;
     if (!order) return reply(ctx, 'ORDER_NOT_FOUND');
     const secret = config.PAYMENT_RECEIPT_SECRET;
-    if (secret) ctx.set('Payment-Receipt', formatReceipt(issueReceipt(secret, orderId, query.data, Date.now())));
+    const { paymentId, amount } = query.data;
+    if (secret && paymentId !== undefined && amount !== undefined) ctx.set('Payment-Receipt', formatReceipt(issueReceipt(secret, orderId, { paymentId, amount }, Date.now())));
     ctx.body = order;
   };
 }
