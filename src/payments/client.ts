@@ -11,6 +11,7 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import { saleOfOrder } from '../order/orderId';
 import { parseReceipt } from '../order/receipt';
+import { ReceiptBook } from './receipts';
 import { isOrderId, PAYMENT_ID, paysPrice, type Order, type PaymentReceipt, type PayResult, type Payment } from '../order/types';
 import { orderStartOptions } from '../workflows/client';
 import { paidSignal, payUpdate, type OrderRef } from '../workflows/definitions';
@@ -66,6 +67,8 @@ export type SignalAnswer = { signalled: true } | NotFound | { ended: PayResult }
 
 /** The payment service's `paid` and `pay`, each with a start. Its calls throw what the lookup throws too. */
 export class PaymentClient {
+  private readonly receipts = new ReceiptBook();
+
   constructor(
     private readonly temporal: Client,
     private readonly options: PaymentClientOptions,
@@ -126,7 +129,11 @@ export class PaymentClient {
 
   /** @returns the order and the payment's receipt, or undefined for an id naming no accepted order (a malformed one asks nobody) */
   private async lookUp(orderId: string, payment: Payment): Promise<LookedUp | undefined> {
-    return isOrderId(orderId) && saleOfOrder(orderId) !== undefined ? this.options.lookUp(orderId, payment) : undefined;
+    const found = isOrderId(orderId) && saleOfOrder(orderId) !== undefined ? await this.options.lookUp(orderId, payment) : undefined;
+    if (!found) return undefined;
+    // A retry of this payment carries its first receipt: judged when the payment was first asked for.
+    const receipt = this.receipts.keep(orderId, payment, found.receipt, Date.now());
+    return { order: found.order, ...(receipt && { receipt }) };
   }
 
   private call<T>(work: () => Promise<T>): Promise<T> {
