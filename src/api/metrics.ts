@@ -136,7 +136,9 @@ export function createMetrics(soldOutCount: () => number, queueDepths: QueueDept
       labelNames: ['dependency'] as const,
       registers: [registry],
       async collect() {
-        for (const [dependency, status] of Object.entries(await dependencies())) this.set({ dependency }, status.up ? 1 : 0);
+        // A reading that failed leaves the last values: the scrape itself must not fail (503) while a store is away.
+        const readings = await dependencies().catch(() => undefined);
+        for (const [dependency, status] of Object.entries(readings ?? {})) this.set({ dependency }, status.up ? 1 : 0);
       },
     }),
     soldOutItems: new Gauge({
