@@ -98,7 +98,7 @@ describe('the levers\' rules (checkLevers)', () => {
       { orderId: 'b', sentAt: 1500, answeredAt: 2100 },
       { orderId: 'c', sentAt: 2050, answeredAt: 2060 },
     ];
-    expect(checkLevers(rows, new Set(['paid']), cancels, [pause, resume], presses, new Set())).toEqual([]);
+    expect(checkLevers({ rows, held: new Set(['paid']), cancels, controls: [pause, resume], presses, gone: new Set(), signalled: new Set() })).toEqual([]);
   });
 
   test('a 200 cancel whose unit is still held, a refusal that disagrees, and a 202 pressed and answered while paused fail', () => {
@@ -107,13 +107,20 @@ describe('the levers\' rules (checkLevers)', () => {
       { orderId: 'expired', by: 'buyer' as const, outcome: '409 ORDER_ALREADY_PAID' },
     ];
     const presses = [{ orderId: 'late', sentAt: 1200, answeredAt: 1300 }];
-    const violations = checkLevers(rows, new Set(['cancelled']), cancels, [pause, resume], presses, new Set());
+    const violations = checkLevers({ rows, held: new Set(['cancelled']), cancels, controls: [pause, resume], presses, gone: new Set(), signalled: new Set() });
     expect(violations).toHaveLength(3);
     expect(violations[2]).toMatch(/^202 late pressed 190 ms after the pause's answer$/);
   });
 
   test('after an end, no resume: every later 202 fails', () => {
     const end = { action: 'end' as const, sentAt: 3000, answeredAt: 3005 };
-    expect(checkLevers(rows, new Set(), [], [end], [{ orderId: 'x', sentAt: 9000, answeredAt: 9001 }], new Set())).toHaveLength(1);
+    expect(checkLevers({ rows, held: new Set(), cancels: [], controls: [end], presses: [{ orderId: 'x', sentAt: 9000, answeredAt: 9001 }], gone: new Set(), signalled: new Set() })).toHaveLength(1);
+  });
+
+  test('a cancel refused as late may meet an order a `paid` signal sent in time then paid, and only that', () => {
+    const cancels = [{ orderId: 'paid', by: 'buyer' as const, outcome: '409 PAYMENT_WINDOW_CLOSED' }];
+    const seen = { rows, held: new Set(['paid']), cancels, controls: [], presses: [], gone: new Set<string>() };
+    expect(checkLevers({ ...seen, signalled: new Set(['paid']) })).toEqual([]);
+    expect(checkLevers({ ...seen, signalled: new Set() })).toEqual(['cancel of paid by buyer: 409 PAYMENT_WINDOW_CLOSED, but the order is PAID (unit held)']);
   });
 });

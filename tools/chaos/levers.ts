@@ -108,23 +108,41 @@ export async function operate(rng: Random, config: Config, fleet: Fleet, saleId:
   await send('end');
 }
 
+/** What checkLevers judges: the orders at rest and what the campaign sent and was answered. */
+export interface LeversSeen {
+  rows: ReadonlyMap<string, { status: OrderStatus }>;
+  /** Orders whose unit Redis holds at rest. */
+  held: ReadonlySet<string>;
+  cancels: readonly CancelSent[];
+  controls: readonly ControlSent[];
+  presses: readonly PressTimes[];
+  /** Orders lost with a shard: not judged. */
+  gone: ReadonlySet<string>;
+  /** Orders a `paid` signal was delivered to. */
+  signalled: ReadonlySet<string>;
+}
+
 /**
  * The campaign's rules for the levers: a cancel answered 200 left its order CANCELLED with its unit back; a
  * refused one names what won (PAID, EXPIRED, REJECTED); no 202 whose press was sent after a pause's or an end's
  * answer and answered before the next resume was sent (its reservation ran while every shard was closed).
+ * A cancel sent after the deadline may meet an order a `paid` signal then pays: the signal is judged when
+ * Temporal received it (docs/design.md, "Payments before the start"), so that order ends PAID.
+ * @returns one line per violation
  */
-export function checkLevers(rows: ReadonlyMap<string, { status: OrderStatus }>, held: ReadonlySet<string>, cancels: readonly CancelSent[], controls: readonly ControlSent[], presses: readonly PressTimes[], gone: ReadonlySet<string>): string[] {
+export function checkLevers(seen: LeversSeen): string[] {
+  const { rows, held, cancels, controls, presses, gone, signalled } = seen;
   const violations: string[] = [];
-  const expected: Record<string, (status: OrderStatus | undefined, unitHeld: boolean) => boolean> = {
-    '200': (s, h) => s === 'CANCELLED' && !h,
-    '409 ORDER_ALREADY_PAID': (s) => s === 'PAID',
-    '409 PAYMENT_WINDOW_CLOSED': (s, h) => s === 'EXPIRED' && !h,
-    '409 ORDER_NOT_PENDING': (s) => s === 'REJECTED',
+  const expected: Record<string, (orderId: string, status: OrderStatus | undefined, unitHeld: boolean) => boolean> = {
+    '200': (_, s, h) => s === 'CANCELLED' && !h,
+    '409 ORDER_ALREADY_PAID': (_, s) => s === 'PAID',
+    '409 PAYMENT_WINDOW_CLOSED': (id, s, h) => (s === 'EXPIRED' && !h) || (s === 'PAID' && signalled.has(id)),
+    '409 ORDER_NOT_PENDING': (_, s) => s === 'REJECTED',
   };
   for (const c of cancels.filter((c) => !gone.has(c.orderId))) {
     const status = rows.get(c.orderId)?.status;
     const rule = expected[c.outcome];
-    if (!rule || !rule(status, held.has(c.orderId))) violations.push(`cancel of ${c.orderId} by ${c.by}: ${c.outcome}, but the order is ${status ?? 'missing'} (unit ${held.has(c.orderId) ? 'held' : 'back'})`);
+    if (!rule || !rule(c.orderId, status, held.has(c.orderId))) violations.push(`cancel of ${c.orderId} by ${c.by}: ${c.outcome}, but the order is ${status ?? 'missing'} (unit ${held.has(c.orderId) ? 'held' : 'back'})`);
   }
   const closings = controls.filter((c) => c.action !== 'resume' && c.answeredAt !== undefined);
   for (const closing of closings) {

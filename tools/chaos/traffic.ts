@@ -200,7 +200,8 @@ export async function checkRun(clients: Clients, saleId: number, quantity: numbe
     if (!ok) violations.push(`payment ${p.paymentId} by ${p.channel}: ${p.outcome}, but the order is ${row?.status ?? 'missing'} (${row?.paymentId ?? 'no payment'}, unit ${held.has(p.orderId) ? 'held' : 'back'})`);
   }
   violations.push(...seen.fiveHundreds.map((line) => `5xx without Retry-After: ${line}`));
-  violations.push(...checkLevers(byId, held, seen.cancels, seen.controls, seen.presses, gone));
+  const signalled = new Set(seen.payments.filter((p) => p.outcome === 'signalled').map((p) => p.orderId));
+  violations.push(...checkLevers({ rows: byId, held, cancels: seen.cancels, controls: seen.controls, presses: seen.presses, gone, signalled }));
   const back = rows.filter((r) => r.status === 'EXPIRED' || r.status === 'REJECTED' || r.status === 'CANCELLED').length;
   // A unit whose order went with a lost shard is counted free again by the rebuild: it may be sold once more.
   if (seen.accepted.length > quantity + back + gone.size) violations.push(`${seen.accepted.length} × 202 > stock ${quantity} + ${back} units back + ${gone.size} gone with a shard`);
