@@ -46,12 +46,17 @@ export const serviceFields = {
   /** The starter starts nothing while more workflow tasks than this wait for a worker on the task queue. */
   STARTER_MAX_BACKLOG: count(1, 1_000_000, 200),
   /**
-   * The starter starts nothing while this API process accepts this many orders per second or more (0: never
-   * waits; src/starter/pacing.ts): above the starts/s a Temporal server takes at best (docs/performance.md), so
-   * a queue filled at that pace would not drain sooner for being started meanwhile. An idle starter also waits
-   * out the first 250 ms of orders after a quiet 250 ms, whose pace is not known before.
+   * The starter starts nothing while the sales accept this many orders per second or more, counted over every API
+   * process (0: never waits; src/starter/gates.ts): above the starts/s a Temporal server takes at best
+   * (docs/performance.md), so a queue filled at that pace would not drain sooner for being started meanwhile.
    */
   STARTER_YIELD_ABOVE_PER_S: count(0, 1_000_000, 200),
+  /**
+   * The longest the starter waits in a row for the stampede (ms): a sale that keeps that pace for longer still
+   * gets its workflows, so that unpaid orders expire and their units come back. Well under the shortest payment
+   * window: an order waiting to start is not settled at its deadline.
+   */
+  STARTER_YIELD_MAX_MS: positiveMs(60_000),
   /**
    * An accepted order left pending this long by a starter (one that died, or whose start failed) is claimed by
    * another; longer than TEMPORAL_CALL_TIMEOUT_MS, so that a start still in flight is not taken. A purchase claim

@@ -31,6 +31,7 @@ interface Scripts {
   staleClaims(claims: string, olderThanMs: string, limit: string): Promise<string[]>;
   mark(closed: string, value: string): Promise<[node: string, now: string]>;
   repair(loaded: string, rebuilding: string, reservations: string, buyers: string, released: string, stock: string, returns: string, ...argv: string[]): Promise<0 | 1 | 'SKIPPED'>;
+  accepted(startQueue: string): Promise<number>;
 }
 
 /** The service's Redis client: one node or a cluster, with our Lua scripts defined. */
@@ -46,6 +47,7 @@ const SCRIPTS: [name: keyof Scripts, file: string, keys: number][] = [
   ['staleClaims', 'stale-claims.lua', 1],
   ['mark', 'mark.lua', 1],
   ['repair', 'repair.lua', 7],
+  ['accepted', 'accepted.lua', 1],
 ];
 
 /**

@@ -3,9 +3,8 @@
  * reservation (I4). Starters read them through one consumer group; an entry is deleted once its workflow exists.
  * An entry id is the stream's id on shard 0 and `<k>/<id>` on shard k (ids of two nodes may be equal).
  */
-import type Redis from 'ioredis';
-import type { Cluster } from 'ioredis';
 import type { OrderInput } from '../order/types';
+import type { FlashRedis } from './client';
 import { entryTraceParent, parseEntryFields } from './formats';
 import { shardKeys } from './layout';
 import type { LayoutSource } from './layout';
@@ -59,7 +58,7 @@ export class StartQueue {
    * master has no replica.
    */
   constructor(
-    private readonly redis: Redis | Cluster,
+    private readonly redis: FlashRedis,
     private readonly layouts: LayoutSource,
   ) {
     this.prefix = redis.options.keyPrefix ?? '';
@@ -188,6 +187,17 @@ export class StartQueue {
       if (at !== undefined && (oldest === undefined || at < oldest)) oldest = at;
     }
     return { waiting, oldestAgeMs: oldest === undefined ? null : Math.max(0, nowMs - oldest) };
+  }
+
+  /**
+   * How many orders the sale's shards have ever accepted into their start queues (lua/accepted.lua): a count that
+   * only grows while the stream lives, whichever process appended and whatever was started and deleted since.
+   * @returns the sum over the sale's shards
+   * @throws Redis errors, and on a Redis older than 7.0 (no `entries-added`)
+   */
+  async accepted(saleId: number): Promise<number> {
+    const counts = await Promise.all((await this.streams(saleId)).map((key) => this.redis.accepted(key)));
+    return counts.reduce((sum, n) => sum + n, 0);
   }
 
   /**

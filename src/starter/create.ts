@@ -53,7 +53,12 @@ export function createStarter(
   const orders = new Orders(clients.pool, clients.store.view);
   const { onBacklog, ...onStart } = hooks;
   const consumer = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
-  const acceptance = new AcceptanceGate(config.STARTER_YIELD_ABOVE_PER_S, clients.log);
+  const queue = new StartQueue(clients.redis, clients.store.layouts);
+  const acceptance = new AcceptanceGate(config.STARTER_YIELD_ABOVE_PER_S, config.STARTER_YIELD_MAX_MS, async () => {
+    const ids = await recentSales.ids();
+    const counts = await Promise.all(ids.map((saleId) => queue.accepted(saleId)));
+    return new Map(ids.map((saleId, i) => [saleId, counts[i]]));
+  }, clients.log);
   const reconciler = new Reconciler(
     clients.redis,
     clients.store.layouts,
@@ -65,7 +70,7 @@ export function createStarter(
     { graceMs: config.RECONCILE_GRACE_MS, everyMs: config.RECONCILE_INTERVAL_MS, fullEveryMs: config.RECONCILE_FULL_INTERVAL_MS, leaseMs: 3 * config.RECONCILE_INTERVAL_MS, owner: consumer },
   );
   return new Starter({
-    queue: new StartQueue(clients.redis, clients.store.layouts),
+    queue,
     repairClaims: (saleId, olderThanMs) => repairClaims(clients.redis, clients.store.layouts, saleId, olderThanMs),
     reconciler: { reconcile: (saleIds, onFailure) => reconciler.round(saleIds, onFailure), everyMs: config.RECONCILE_INTERVAL_MS, gate: acceptance, saleIds: () => reconciled.ids() },
     // The start joins the buyer's trace through its entry's traceparent: a span for the wait and the call, whose

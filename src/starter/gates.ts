@@ -3,7 +3,7 @@
  * many may go. The loop (src/starter/starter.ts) asks its gates before it reads a start queue; the mechanism
  * (read, start, acknowledge, claim) knows nothing of why they wait.
  * - BacklogGate: no more starts than the workers take (Temporal's task queue backlog).
- * - AcceptanceGate: no starts while this process accepts a stampede (AcceptancePace, src/starter/pacing.ts).
+ * - AcceptanceGate: no starts while the sales accept a stampede (AcceptancePace, src/starter/pacing.ts).
  */
 import type { Logger } from '../infra/logger';
 import { AcceptancePace, PACE_WINDOW_MS } from './pacing';
@@ -19,8 +19,6 @@ export interface StartGate {
   room?(): number;
   /** Told each start made. */
   started?(): void;
-  /** Told each order this process has just accepted. */
-  accepted?(): void;
 }
 
 /** Backlog readings are this far apart (ms); a reading is one DescribeTaskQueue call. */
@@ -72,45 +70,58 @@ export class BacklogGate implements StartGate {
 }
 
 /**
- * The longest the stampede holds the starts in a row (ms): long enough for a sale's first seconds, short against
- * a payment window, so a sale that keeps its pace for longer still gets its workflows; not a setting.
- */
-const YIELD_MAX_MS = 5000;
-
-/**
- * Acceptance first: while this process accepts orders at yieldAbovePerS or faster (AcceptancePace), no start is
- * made, for at most YIELD_MAX_MS in a row. The starts, their gRPC calls and the first workflow tasks they cause
- * take CPU that the stampede's purchases need, and a queue filled faster than Temporal starts drains no later
- * for being started meanwhile; the orders are payable from the 202 on. An idle starter also waits out the first
- * window of orders after a quiet one, whose pace is not known yet. Logs when a hot spell begins and when it has
- * lasted YIELD_MAX_MS.
+ * Acceptance first: while the sales accept orders at yieldAbovePerS or faster (AcceptancePace), no start is made,
+ * for at most yieldMaxMs in a row. The starts, their gRPC calls and the first workflow tasks they cause take CPU
+ * that the stampede's purchases need, and a queue filled faster than Temporal starts drains no later for being
+ * started meanwhile; the orders are payable from the 202 on, and a payment starts its own order's workflow. The
+ * pace is read from the start queues' counts of accepted orders (StartQueue.accepted) every PACE_WINDOW_MS, so a
+ * starter of its own process (`npm run starter`) waits for the API processes' stampede as one inside an API
+ * does. A failed reading lets the starts go. Logs when a hot spell begins and when it has lasted yieldMaxMs.
  */
 export class AcceptanceGate implements StartGate {
   private readonly pace: AcceptancePace;
   private was: 'go' | 'wait' | 'overdue' = 'go';
+  private nextRead = -Infinity;
+  /** Per sale, its count at the last reading: a sale first seen adds nothing (its orders may be old). */
+  private counts: ReadonlyMap<number, number> = new Map();
 
-  /** @param yieldAbovePerS orders/s (0: never waits) */
+  /**
+   * @param yieldAbovePerS orders/s (0: never waits)
+   * @param yieldMaxMs the longest wait in a row (ms)
+   * @param accepted per sale watched, how many orders it has ever accepted (StartQueue.accepted)
+   * @param now a monotonic clock in ms
+   */
   constructor(
     private readonly yieldAbovePerS: number,
+    private readonly yieldMaxMs: number,
+    private readonly accepted: () => Promise<ReadonlyMap<number, number>>,
     private readonly log: Logger,
+    private readonly now: () => number = () => performance.now(),
   ) {
-    this.pace = new AcceptancePace(yieldAbovePerS, YIELD_MAX_MS);
-  }
-
-  accepted(): void {
-    this.pace.accepted(performance.now());
+    this.pace = new AcceptancePace(yieldAbovePerS, yieldMaxMs);
   }
 
   async waitMs(idle: boolean): Promise<number> {
-    const now = performance.now();
+    if (this.yieldAbovePerS === 0) return 0;
+    let now = this.now();
+    if (now >= this.nextRead) {
+      this.nextRead = now + PACE_WINDOW_MS;
+      const counts = await this.accepted().catch(() => undefined);
+      if (!counts) return 0;
+      now = this.now();
+      let added = 0;
+      for (const [saleId, count] of counts) added += Math.max(0, count - (this.counts.get(saleId) ?? count));
+      this.counts = counts;
+      this.pace.read(added, now);
+    }
     const pace = this.pace.at(now, idle);
-    if (pace === 'opening') return this.pace.windowLeftMs(now);
+    if (pace === 'opening') return Math.max(1, this.nextRead - now);
     if (pace !== this.was) {
-      const fields = { yieldAbovePerS: this.yieldAbovePerS, yieldMaxMs: YIELD_MAX_MS };
-      if (pace === 'wait') this.log.info(fields, 'starts wait: this process accepts orders at STARTER_YIELD_ABOVE_PER_S or faster');
-      if (pace === 'overdue') this.log.info(fields, 'starts go on: the acceptance has kept its pace for the longest wait');
+      const fields = { yieldAbovePerS: this.yieldAbovePerS, yieldMaxMs: this.yieldMaxMs };
+      if (pace === 'wait') this.log.info(fields, 'starts wait: orders are accepted at STARTER_YIELD_ABOVE_PER_S or faster');
+      if (pace === 'overdue') this.log.info(fields, 'starts go on: the acceptance has kept its pace for STARTER_YIELD_MAX_MS');
       this.was = pace;
     }
-    return pace === 'wait' ? PACE_WINDOW_MS : 0;
+    return pace === 'wait' ? Math.max(1, this.nextRead - now) : 0;
   }
 }

@@ -1,7 +1,7 @@
 /**
  * The reconciler on a timer of its own (docs/design.md, "The reconciler"): every interval, a round over the sales
- * still open or settling (src/reservation/reconciler.ts), whatever the starts' capacity; none while this process
- * accepts a stampede (the AcceptanceGate's word), whose presses need the cores and whose reservations without rows
+ * still open or settling (src/reservation/reconciler.ts), whatever the starts' capacity; none while the sales
+ * accept a stampede (the AcceptanceGate's word), whose presses need the cores and whose reservations without rows
  * are no drift. Each starter process runs one; leases in the shards keep each shard's passes to one process at a time.
  */
 import type { Logger } from '../infra/logger';

@@ -72,11 +72,10 @@ export class Starter {
   }
 
   /**
-   * This process has just accepted an order in the sale: it counts toward the pace of acceptance, and the sale is
-   * polled soon (PollSchedule.notice). Wakes the loop only out of an idle sleep that would last longer.
+   * This process has just accepted an order in the sale: the sale is polled soon (PollSchedule.notice). Wakes the
+   * loop only out of an idle sleep that would last longer.
    */
   notice(saleId: number): void {
-    for (const gate of this.deps.gates) gate.accepted?.();
     // A sale seen for the first time is due at once while the loop may sleep for a second.
     if (this.schedule.notice(saleId, Date.now()) < this.idleUntil) this.wake?.();
   }

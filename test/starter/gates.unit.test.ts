@@ -1,7 +1,7 @@
 /**
  * The starter's gates (src/starter/gates.ts), pure logic with a fake backlog reading and clock: BacklogGate lets
  * at most maxBacklog minus the workers' backlog starts go until its next reading, and a failed reading lets a
- * full budget go; AcceptanceGate holds the starts while this process accepts a stampede.
+ * full budget go; AcceptanceGate holds the starts while the sales' start queues fill at a stampede's pace.
  */
 import pino from 'pino';
 import { AcceptanceGate, BacklogGate } from '../../src/starter/gates';
@@ -37,16 +37,49 @@ test('BacklogGate: a backlog at or over maxBacklog holds every start; a failed r
   expect(gate.room()).toBe(200);
 });
 
-test('AcceptanceGate: quiet, starts go; at the pace, a busy starter waits a window; an idle one waits out an opening window', async () => {
-  const gate = new AcceptanceGate(200, log);
+test("AcceptanceGate: reads the sales' counts once a window; a stampede in any process holds the starts, a new sale's backlog does not", async () => {
+  let now = 0;
+  const readings: ReadonlyMap<number, number>[] = [
+    new Map([[1, 500]]),
+    // 100 more in sale 1 over a window (400/s); sale 2 first seen with 9,000 old orders: not counted.
+    new Map([[1, 600], [2, 9000]]),
+    new Map([[1, 600], [2, 9000]]),
+    new Map([[1, 600], [2, 9000]]),
+  ];
+  let reads = 0;
+  const gate = new AcceptanceGate(200, 60_000, async () => readings[reads++], log, () => now);
   expect(await gate.waitMs(false)).toBe(0);
-  gate.accepted();
-  const opening = await gate.waitMs(true);
-  expect(opening).toBeGreaterThan(0);
-  expect(opening).toBeLessThanOrEqual(PACE_WINDOW_MS);
-  for (let i = 0; i < 100; i++) gate.accepted();
+  now = PACE_WINDOW_MS;
   expect(await gate.waitMs(false)).toBe(PACE_WINDOW_MS);
-  expect(await new AcceptanceGate(0, log).waitMs(true)).toBe(0);
+  // Asked again within the window: no new reading, the same verdict until it ends.
+  now += 100;
+  expect(await gate.waitMs(false)).toBe(PACE_WINDOW_MS - 100);
+  expect(reads).toBe(2);
+  now = 2 * PACE_WINDOW_MS;
+  expect(await gate.waitMs(false)).toBe(PACE_WINDOW_MS);
+  now = 3 * PACE_WINDOW_MS;
+  expect(await gate.waitMs(false)).toBe(0);
+  expect(reads).toBe(4);
+});
+
+test('AcceptanceGate: an idle starter waits out an opening window; a failed reading lets the starts go; 0 never reads', async () => {
+  let now = 0;
+  const readings: (ReadonlyMap<number, number> | Error)[] = [new Map([[1, 0]]), new Map([[1, 0]]), new Map([[1, 20]]), new Error('CLUSTERDOWN')];
+  const gate = new AcceptanceGate(200, 60_000, async () => {
+    const next = readings.shift() as ReadonlyMap<number, number> | Error;
+    if (next instanceof Error) throw next;
+    return next;
+  }, log, () => now);
+  expect(await gate.waitMs(true)).toBe(0);
+  now = 1000;
+  expect(await gate.waitMs(true)).toBe(0);
+  now = 2000;
+  expect(await gate.waitMs(true)).toBe(PACE_WINDOW_MS);
+  now = 2000 + PACE_WINDOW_MS;
+  expect(await gate.waitMs(true)).toBe(0);
+  let read = false;
+  expect(await new AcceptanceGate(0, 60_000, async () => ((read = true), new Map()), log).waitMs(true)).toBe(0);
+  expect(read).toBe(false);
 });
 
 test.each([

@@ -1,104 +1,90 @@
 /**
- * AcceptancePace (src/starter/pacing.ts), pure logic on explicit times: the starter's starts wait while this
- * process accepts orders at or above the configured pace, for at most the configured span in a row, and an idle
- * starter waits out the first window after a quiet one. `at(t, false)`: a starter with starts under way.
+ * AcceptancePace (src/starter/pacing.ts), pure logic on explicit times and readings: starts wait while the last
+ * two readings of the orders accepted show the configured pace or more, for at most the configured span in a
+ * row, and an idle starter waits one more window when the first reading after a quiet one finds a few orders.
+ * `at(t, false)`: a starter with starts under way.
  */
 import { AcceptancePace } from '../../src/starter/pacing';
 
-/** Accepts `count` orders evenly over [fromMs, toMs). */
-function accept(pace: AcceptancePace, count: number, fromMs: number, toMs: number): void {
-  for (let i = 0; i < count; i++) pace.accepted(fromMs + ((toMs - fromMs) * i) / count);
+/** Readings every `stepMs` from `fromMs` to `toMs`, each with `perS` orders per second's worth. */
+function readEvery(pace: AcceptancePace, perS: number, fromMs: number, toMs: number, stepMs = 250): void {
+  for (let t = fromMs + stepMs; t <= toMs; t += stepMs) pace.read((perS * stepMs) / 1000, t);
 }
 
 test('quiet, or slower than the pace: starts go', () => {
   const pace = new AcceptancePace(200, 5000);
+  pace.read(0, 0);
   expect(pace.at(0, false)).toBe('go');
-  // 100 orders/s for a second: under 200/s.
-  accept(pace, 100, 0, 1000);
+  readEvery(pace, 100, 0, 1000);
   expect(pace.at(1000, false)).toBe('go');
 });
 
-test('at the pace or faster: starts wait, and go again one quiet window after the last order', () => {
+test('at the pace or faster: starts wait, and go again once a reading after the last hot one saw none', () => {
   const pace = new AcceptancePace(200, 5000);
-  // 50 orders in the first 100 ms of a 250 ms window: 200/s already.
-  accept(pace, 50, 0, 100);
-  expect(pace.at(100, false)).toBe('wait');
-  accept(pace, 500, 100, 1000);
-  expect(pace.at(1000, false)).toBe('wait');
-  // The window that held the last orders still counts until the next one has passed without any.
-  expect(pace.at(1200, false)).toBe('wait');
-  expect(pace.at(1600, false)).toBe('go');
-});
-
-test('hot for longer than the span: starts go on until the pace has once dropped', () => {
-  const pace = new AcceptancePace(200, 1000);
-  accept(pace, 200, 0, 500);
-  expect(pace.at(500, false)).toBe('wait');
-  accept(pace, 400, 500, 1500);
-  expect(pace.at(1500, false)).toBe('overdue');
-  accept(pace, 400, 1500, 2500);
-  expect(pace.at(2500, false)).toBe('overdue');
-  // A pause resets the span: the next burst waits again.
-  expect(pace.at(3500, false)).toBe('go');
-  accept(pace, 100, 3500, 3600);
-  expect(pace.at(3600, false)).toBe('wait');
-});
-
-test('the first order after a quiet spell opens a window, so a burst is hot after abovePerS × window orders, wherever it begins', () => {
-  const pace = new AcceptancePace(100, 5000);
-  // Asked often while idle, as the starter's loop does: the windows it rolls hold nothing.
-  for (let t = 0; t <= 1200; t += 10) expect(pace.at(t, false)).toBe('go');
-  // 25 orders in 50 ms, 1,205 ms in: 100/s over a 250 ms window.
-  accept(pace, 25, 1205, 1255);
-  expect(pace.at(1255, false)).toBe('wait');
-});
-
-test('an idle starter waits out the first window after a quiet spell: its pace is not known before', () => {
-  const pace = new AcceptancePace(200, 5000);
-  expect(pace.at(0, true)).toBe('go');
-  // One order 2 s into a quiet spell: a stampede's first, or a lone buyer's.
-  pace.accepted(2000);
-  expect(pace.at(2001, true)).toBe('opening');
-  expect(pace.windowLeftMs(2001)).toBe(249);
-  expect(pace.at(2249, true)).toBe('opening');
-  // Its window passed holding that one order (4/s): starts go.
-  expect(pace.at(2250, true)).toBe('go');
-  // A lone order once more after a quiet window: it waits for its own window again.
-  pace.accepted(3000);
-  expect(pace.at(3100, true)).toBe('opening');
-  expect(pace.at(3250, true)).toBe('go');
-  // A stampede that follows a quiet window: opening, then hot once the window holds abovePerS' worth.
-  accept(pace, 10, 4000, 4010);
-  expect(pace.at(4010, true)).toBe('opening');
-  accept(pace, 40, 4010, 4050);
-  expect(pace.at(4050, true)).toBe('wait');
-});
-
-test('a starter with starts under way does not wait for an opening window: a trickle must not hold a drain', () => {
-  const pace = new AcceptancePace(200, 5000);
-  // One order every 600 ms, each after a quiet window.
-  for (let t = 1000; t < 5000; t += 600) {
-    pace.accepted(t);
-    expect(pace.at(t + 1, false)).toBe('go');
-    expect(pace.at(t + 1, true)).toBe('opening');
-  }
-});
-
-test('a whole window below the pace: starts go during it, and the next hot spell waits anew', () => {
-  const pace = new AcceptancePace(200, 1000);
-  accept(pace, 60, 0, 250);
+  pace.read(0, 0);
+  pace.read(50, 250);
   expect(pace.at(250, false)).toBe('wait');
-  accept(pace, 300, 250, 1250);
-  expect(pace.at(1250, false)).toBe('overdue');
-  // 1,250–1,500 ms: 40 orders, 160/s; once that window is whole, starts go.
-  accept(pace, 40, 1250, 1500);
-  expect(pace.at(1501, false)).toBe('go');
-  accept(pace, 60, 1501, 1600);
-  expect(pace.at(1600, false)).toBe('wait');
+  readEvery(pace, 600, 250, 1000);
+  expect(pace.at(1000, false)).toBe('wait');
+  // The reading that held the last orders still counts until the next one has seen none.
+  pace.read(0, 1250);
+  expect(pace.at(1250, false)).toBe('wait');
+  pace.read(0, 1500);
+  expect(pace.at(1500, false)).toBe('go');
+});
+
+test("the pace is over each reading's own span: a long span dilutes, a short one does not", () => {
+  const pace = new AcceptancePace(200, 5000);
+  pace.read(0, 0);
+  // 150 orders over a second: 150/s.
+  pace.read(150, 1000);
+  expect(pace.at(1000, false)).toBe('go');
+  // The next 60 within 250 ms: 240/s.
+  pace.read(60, 1250);
+  expect(pace.at(1250, false)).toBe('wait');
+});
+
+test('hot for longer than the span: starts go on until a reading has dropped below the pace, then the next spell waits anew', () => {
+  const pace = new AcceptancePace(200, 1000);
+  pace.read(0, 0);
+  readEvery(pace, 400, 0, 500);
+  expect(pace.at(500, false)).toBe('wait');
+  readEvery(pace, 400, 500, 1500);
+  expect(pace.at(1500, false)).toBe('overdue');
+  readEvery(pace, 400, 1500, 2500);
+  expect(pace.at(2500, false)).toBe('overdue');
+  // 160/s for two readings: both below the pace, starts go.
+  readEvery(pace, 160, 2500, 3000);
+  expect(pace.at(3000, false)).toBe('go');
+  pace.read(100, 3250);
+  expect(pace.at(3250, false)).toBe('wait');
+});
+
+test('an idle starter waits one more window when the first reading after a quiet one finds orders below the pace', () => {
+  const pace = new AcceptancePace(200, 5000);
+  pace.read(0, 0);
+  pace.read(0, 1000);
+  expect(pace.at(1000, true)).toBe('go');
+  // 40 orders over a second's reading: 40/s, or a stampede's first 200 ms.
+  pace.read(40, 2000);
+  expect(pace.at(2000, true)).toBe('opening');
+  // A busy starter does not wait for it: a trickle must not hold a drain.
+  expect(pace.at(2000, false)).toBe('go');
+  // The next window says which: a stampede is hot...
+  pace.read(60, 2250);
+  expect(pace.at(2250, true)).toBe('wait');
+  // ...a lone buyer's order is not, and that reading follows one with orders: no second opening.
+  const lone = new AcceptancePace(200, 5000);
+  lone.read(0, 0);
+  lone.read(1, 1000);
+  expect(lone.at(1000, true)).toBe('opening');
+  lone.read(0, 1250);
+  expect(lone.at(1250, true)).toBe('go');
 });
 
 test('a pace of 0 never waits', () => {
   const pace = new AcceptancePace(0, 5000);
-  accept(pace, 10_000, 0, 100);
+  pace.read(0, 0);
+  pace.read(10_000, 100);
   expect(pace.at(100, false)).toBe('go');
 });

@@ -6,7 +6,8 @@
  * (AOF, fsync always); an order is the buyer's, readable and payable, before its workflow exists; the
  * deadline shown is the one enforced. Each sale is audited once settled.
  * Only the APIs a test starts run a starter here, and they stop with the test, so each test knows which
- * starter takes its entries.
+ * starter takes its entries. A starter of its own process holds its starts while another process's API accepts
+ * a stampede (the start queues' counts, src/starter/gates.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -15,13 +16,16 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import pino from 'pino';
 import { startApi, type RunningApi } from '../../src/api/main';
 import { startChild } from '../support/processes';
 import { claimMember } from '../../src/reservation/formats';
 import { saleKeys, shardKeys } from '../../src/reservation/layout';
-import { STARTER_GROUP } from '../../src/reservation/startQueue';
+import { STARTER_GROUP, StartQueue } from '../../src/reservation/startQueue';
+import { createStarter } from '../../src/starter/create';
+import { PACE_WINDOW_MS } from '../../src/starter/pacing';
 import { newOrderId } from '../../src/order/orderId';
-import { startOrderWorkflow } from '../../src/workflows/client';
+import { OrderWorkflows, startOrderWorkflow } from '../../src/workflows/client';
 import { buildWorkflowBundle } from '../../src/worker/bundle';
 import { startWorker } from '../../src/worker/main';
 import { bounded, buyerToken, type Clients, connectClients, createTestSale, freePort, NO_RATE_LIMITS, orderResult, orderRow, reserveUnit, settledAudit, testConfig, until } from '../support/helpers';
@@ -394,3 +398,41 @@ test('a stranded purchase claim is repaired within STARTER_CLAIM_IDLE_MS plus on
   expect(await clients.redis.zcard(keys.claims)).toBe(0);
   expect(Math.min(...backlogSeen)).toBeGreaterThanOrEqual(1);
 });
+
+test('a starter of its own process waits while an API without one accepts a stampede, then starts every order; the queues count what was accepted, not what is left', async () => {
+  const { call, internal } = await api({ STARTER_IN_API: 'false' });
+  const starterConfig = testConfig({ TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE, STARTER_YIELD_ABOVE_PER_S: '50' });
+  const workflows = await OrderWorkflows.connect(starterConfig);
+  toClose.push(() => workflows.close());
+  const startedAt: number[] = [];
+  const noop = () => undefined;
+  const starter = createStarter(starterConfig, { ...clients, workflows, log: pino({ level: 'silent' }) }, { onStarted: () => startedAt.push(Date.now()), onFailure: noop, onBacklog: noop, onReconciled: noop });
+  starter.start();
+  toClose.push(() => starter.stop());
+  const units = 401;
+  const sale = await createTestSale(clients, { quantities: [units], paymentWindowMs: 60_000, priceMinor: 1500 });
+  const tokens = await Promise.all(Array.from({ length: units }, (_, i) => buyerToken(config, `apart-${run}-${i}`)));
+  // A first buyer alone: once its order is started, the starter watches the sale; then a quiet second.
+  const early = await call('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token: tokens[0] });
+  expect(early.status).toBe(202);
+  await until('the first order started', async () => startedAt.length === 1, 30_000);
+  await sleep(1000);
+  // 200 presses a second for 2 s, each sent whether or not the last was answered: four times the gate's pace.
+  const answeredAt: number[] = [];
+  const presses: Promise<ApiReply>[] = [];
+  for (const token of tokens.slice(1)) {
+    presses.push(call('POST', `/api/flash-sales/items/${sale.items[0].itemId}/purchase`, { token }).finally(() => answeredAt.push(Date.now())));
+    await sleep(5);
+  }
+  const replies = [early, ...(await Promise.all(presses))];
+  expect(statusCounts(replies)).toEqual({ 202: units });
+  const [first, last] = [Math.min(...answeredAt), Math.max(...answeredAt)];
+  expect(last - first).toBeGreaterThan(1500);
+  // Two readings of the gate after the first 202 (an idle starter's opening window), then not one start.
+  expect(startedAt.filter((t) => t > first + 3 * PACE_WINDOW_MS && t < last)).toEqual([]);
+  await until(`${units} workflows started`, async () => startedAt.length >= units, 60_000);
+  expect(await new StartQueue(clients.redis, clients.store.layouts).accepted(sale.saleId)).toBe(units);
+  const accepted = acceptedIds(replies);
+  await bounded(10, accepted.map((orderId) => () => internal('POST', `/api/flash-sales/orders/${orderId}/payment`, { token: config.PAYMENT_SERVICE_TOKEN, json: { paymentId: `pay-${orderId}`, amount: 1500 } })));
+  expect(await settledAudit(config, clients, temporal, sale.saleId, accepted)).toEqual([]);
+}, 120_000);
