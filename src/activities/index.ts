@@ -19,6 +19,8 @@ export interface ActivityDeps {
   reservations: Pick<ReservationStore, 'release'>;
   /** PAYMENT_RECEIPT_SECRET: payments carrying the API's receipt are judged at its stamp (src/order/receipt.ts). */
   receiptSecret?: string;
+  /** When Temporal received this payment's `paid` signal (src/workflows/history.ts), for a receipt's age. */
+  signalledAt?(orderId: string, payment: Payment): Promise<number | undefined>;
 }
 
 async function classified<T>(work: () => Promise<T>): Promise<T> {
@@ -34,8 +36,22 @@ async function classified<T>(work: () => Promise<T>): Promise<T> {
 
 const notFound = (order: OrderInput) => ApplicationFailure.nonRetryable(`order ${order.orderId} has no row`, 'ORDER_NOT_FOUND');
 
+/**
+ * When a payment is judged (ms): its valid receipt's stamp, else when Temporal received it. A task that ran long
+ * after its signal (the workers behind) would count the receipt's age to the task: the run's history says when
+ * the signal arrived, and the age counts to that.
+ */
+function judge(receiptSecret: ActivityDeps['receiptSecret'], signalledAt: ActivityDeps['signalledAt']) {
+  return async (orderId: string, payment: Payment, receivedAtMs: number): Promise<number> => {
+    const stamped = receiptTime(receiptSecret, orderId, payment, receivedAtMs);
+    if (stamped !== undefined || !payment.receipt || !signalledAt) return stamped ?? receivedAtMs;
+    const arrived = await signalledAt(orderId, payment);
+    return (arrived !== undefined ? receiptTime(receiptSecret, orderId, payment, Math.min(arrived, receivedAtMs)) : undefined) ?? receivedAtMs;
+  };
+}
+
 /** @returns the activity functions registered on the worker */
-export function createActivities({ orders, reservations, receiptSecret }: ActivityDeps) {
+export function createActivities({ orders, reservations, receiptSecret, signalledAt }: ActivityDeps) {
   const event = (type: OrderEvent['type'], order: OrderInput, extra: Parameters<typeof orderEvent>[3] = {}) => orderEvent(type, order, new Date(), extra);
 
   return {
@@ -62,7 +78,7 @@ export function createActivities({ orders, reservations, receiptSecret }: Activi
      * @param receivedAtMs when Temporal received the payment (ms): judged then, or at its valid receipt's stamp
      */
     async payOrder(order: OrderInput, payment: Payment, receivedAtMs?: number): Promise<PayResult> {
-      const judgedAtMs = receivedAtMs && (receiptTime(receiptSecret, order.orderId, payment, receivedAtMs) ?? receivedAtMs);
+      const judgedAtMs = receivedAtMs && (await judge(receiptSecret, signalledAt)(order.orderId, payment, receivedAtMs));
       const result = await classified(() => orders.pay(order.orderId, payment, order, judgedAtMs));
       return 'error' in result ? result : { status: 'PAID', paymentId: result.paymentId };
     },

@@ -9,6 +9,7 @@ import { makeWorkflowExporter, OpenTelemetryActivityInboundInterceptor, OpenTele
 import { NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata, type Logger as TemporalLogger, type WorkerOptions } from '@temporalio/worker';
 import type { WorkflowInfo } from '@temporalio/workflow';
 import { createActivities } from '../activities';
+import { paidSignalAt } from '../workflows/history';
 import { loadConfig, type Config } from '../config';
 import { temporalConnection } from '../infra/connections';
 import { createPool } from '../infra/db';
@@ -72,7 +73,12 @@ export async function startWorker(
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...bundle,
-    activities: createActivities({ orders: new Orders(pool, reservations.view), reservations, receiptSecret: config.PAYMENT_RECEIPT_SECRET }),
+    activities: createActivities({
+      orders: new Orders(pool, reservations.view),
+      reservations,
+      receiptSecret: config.PAYMENT_RECEIPT_SECRET,
+      signalledAt: (orderId, payment) => paidSignalAt(connection.workflowService, config.TEMPORAL_NAMESPACE, orderId, payment),
+    }),
     maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
     maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
     maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,

@@ -9,6 +9,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../../src/activities';
 import type { OrderEvent } from '../../src/order/events';
+import { issueReceipt, RECEIPT_MAX_AGE_MS } from '../../src/order/receipt';
 import type { CancelOutcome, PayOutcome } from '../../src/order/store';
 import type { OrderInput, Outcome, Payment } from '../../src/order/types';
 
@@ -29,8 +30,9 @@ const payment: Payment = { paymentId: 'pay-1', amount: 1999 };
 const quiet = new DefaultLogger('ERROR', () => undefined);
 
 /** A store whose answers each test sets, recording its calls. */
-function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayOutcome; cancel?: CancelOutcome; settle?: Outcome | undefined }) {
+function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayOutcome; cancel?: CancelOutcome; settle?: Outcome | undefined }, extra: Pick<ActivityDeps, 'receiptSecret' | 'signalledAt'> = {}) {
   const calls: string[] = [];
+  const judgedAt: (number | undefined)[] = [];
   const published: OrderEvent[] = [];
   const released: [string, boolean][] = [];
   const deps: ActivityDeps = {
@@ -48,8 +50,9 @@ function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayOu
         if (answers.place instanceof Error) throw answers.place;
         return answers.place ?? { status: 'PENDING' };
       },
-      pay: (async () => {
+      pay: (async (_id: string, _payment: Payment, _order: OrderInput, receivedAtMs?: number) => {
         calls.push('pay');
+        judgedAt.push(receivedAtMs);
         return answers.pay ?? { error: 'ORDER_NOT_PENDING' };
       }) as ActivityDeps['orders']['pay'],
       cancel: async () => {
@@ -69,8 +72,9 @@ function fakes(answers: { stored?: Outcome; place?: Outcome | Error; pay?: PayOu
         released.push([o.orderId, unitBack ?? true]);
       },
     },
+    ...extra,
   };
-  return { activities: createActivities(deps), calls, published, released, env: new MockActivityEnvironment(undefined, { logger: quiet }) };
+  return { activities: createActivities(deps), calls, judgedAt, published, released, env: new MockActivityEnvironment(undefined, { logger: quiet }) };
 }
 
 const types = (events: OrderEvent[]) => events.map((e) => e.type);
@@ -118,6 +122,26 @@ describe('payOrder', () => {
     const { activities, published, env } = fakes({ pay: { error: 'PAYMENT_WINDOW_CLOSED' } });
     await expect(env.run(activities.payOrder, order, payment)).resolves.toEqual({ error: 'PAYMENT_WINDOW_CLOSED' });
     expect(published).toEqual([]);
+  });
+
+  test("a receipt older than RECEIPT_MAX_AGE_MS by the task's clock is counted to its signal's arrival, read from the run's history", async () => {
+    const secret = 'receipt-secret-of-this-test';
+    const stampMs = order.reservedAtMs + 20_000;
+    const stamped = { ...payment, receipt: issueReceipt(secret, order.orderId, payment, stampMs) };
+    const taskMs = stampMs + RECEIPT_MAX_AGE_MS + 30_000;
+    const arrivals: Record<string, number | undefined> = { 'in time': stampMs + 1500, 'too late': stampMs + RECEIPT_MAX_AGE_MS + 1, 'no signal': undefined };
+    const asked: string[] = [];
+    for (const [name, arrived] of Object.entries(arrivals)) {
+      const { activities, judgedAt, env } = fakes({ pay: { status: 'PAID', paymentId: 'pay-1' } }, { receiptSecret: secret, signalledAt: async (orderId, p) => (asked.push(`${orderId} ${p.paymentId}`), arrived) });
+      await env.run(activities.payOrder, order, stamped, taskMs);
+      expect({ name, judgedAt }).toEqual({ name, judgedAt: [name === 'in time' ? stampMs : taskMs] });
+    }
+    expect(asked).toEqual(Object.keys(arrivals).map(() => `${order.orderId} pay-1`));
+    // A receipt young enough by the task's clock, or none at all: the history is not read.
+    const { activities, judgedAt, env } = fakes({ pay: { status: 'PAID', paymentId: 'pay-1' } }, { receiptSecret: secret, signalledAt: async () => Promise.reject(new Error('not asked')) });
+    await env.run(activities.payOrder, order, stamped, stampMs + 1000);
+    await env.run(activities.payOrder, order, payment, taskMs);
+    expect(judgedAt).toEqual([stampMs, taskMs]);
   });
 });
 

@@ -1,6 +1,7 @@
 /**
  * The Temporal client's order calls (src/workflows/client.ts OrderWorkflows) against the real dev server: outcomes,
- * and errors lifted so that the API answers 503 when Temporal or its namespace is away.
+ * and errors lifted so that the API answers 503 when Temporal or its namespace is away; a `paid` signal's time
+ * read from the run's history (src/workflows/history.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
@@ -8,6 +9,7 @@ import { isUnavailable } from '../../src/api/errors';
 import type { OrderInput } from '../../src/order/types';
 import { connectTemporal, OrderWorkflows } from '../../src/workflows/client';
 import { ItemIdKey, OrderStatusKey, SaleIdKey, UserIdKey } from '../../src/workflows/definitions';
+import { paidSignalAt } from '../../src/workflows/history';
 import { openRelay } from '../support/relay';
 import { testConfig, until } from '../support/helpers';
 
@@ -86,4 +88,27 @@ test('a server that does not answer within TEMPORAL_CALL_TIMEOUT_MS: the call re
     await impatient.close();
     await relay.close();
   }
+});
+
+test("paidSignalAt: when Temporal received a payment's first `paid` signal, from the run's history; none for a payment never signalled", async () => {
+  const input = order();
+  await workflows.start(input);
+  const service = temporal.connection.workflowService;
+  const first = { paymentId: 'p-at', amount: 500 };
+  const before = Date.now();
+  await workflows.signalPaid(input.orderId, first);
+  const after = Date.now();
+  await new Promise((r) => setTimeout(r, 1100));
+  // The same payment again, another amount, another payment: the first signal's time still answers.
+  await workflows.signalPaid(input.orderId, first);
+  await workflows.signalPaid(input.orderId, { ...first, amount: 499 });
+  await workflows.signalPaid(input.orderId, { paymentId: 'p-other', amount: 500 });
+  const at = await paidSignalAt(service, config.TEMPORAL_NAMESPACE, input.orderId, first);
+  // The server's clock and this one's: the same host here, within a few ms.
+  expect(at).toBeGreaterThanOrEqual(before - 50);
+  expect(at).toBeLessThanOrEqual(after + 50);
+  const other = await paidSignalAt(service, config.TEMPORAL_NAMESPACE, input.orderId, { paymentId: 'p-other', amount: 500 });
+  expect(other).toBeGreaterThan(after + 1000);
+  expect(await paidSignalAt(service, config.TEMPORAL_NAMESPACE, input.orderId, { paymentId: 'p-never', amount: 500 })).toBeUndefined();
+  await expect(paidSignalAt(service, config.TEMPORAL_NAMESPACE, randomUUID(), first)).rejects.toThrow(/not found/i);
 });
