@@ -82,7 +82,12 @@ export class AcceptanceGate implements StartGate {
   private readonly pace: AcceptancePace;
   private was: 'go' | 'wait' | 'overdue' = 'go';
   private nextRead = -Infinity;
-  /** Per sale, its count at the last reading: a sale first seen adds nothing (its orders may be old). */
+  /**
+   * Per sale, its count at the last reading. A sale first seen after the first reading counts from 0: a sale
+   * is often seen for the first time in its stampede's first second (the starter's list of sales is re-read
+   * every CATALOG_REFRESH_MS), and counting from its first reading let a round of starts go beside it. A sale
+   * that had old orders waits a window or two for nothing.
+   */
   private counts: ReadonlyMap<number, number> = new Map();
 
   /**
@@ -110,7 +115,7 @@ export class AcceptanceGate implements StartGate {
       if (!counts) return 0;
       now = this.now();
       let added = 0;
-      for (const [saleId, count] of counts) added += Math.max(0, count - (this.counts.get(saleId) ?? count));
+      for (const [saleId, count] of counts) added += Math.max(0, count - (this.counts.get(saleId) ?? 0));
       this.counts = counts;
       this.pace.read(added, now);
     }

@@ -37,14 +37,17 @@ test('BacklogGate: a backlog at or over maxBacklog holds every start; a failed r
   expect(gate.room()).toBe(200);
 });
 
-test("AcceptanceGate: reads the sales' counts once a window; a stampede in any process holds the starts, a new sale's backlog does not", async () => {
+test("AcceptanceGate: reads the sales' counts once a window; a stampede in any process holds the starts, a sale first seen mid-stampede included", async () => {
   let now = 0;
   const readings: ReadonlyMap<number, number>[] = [
-    new Map([[1, 500]]),
-    // 100 more in sale 1 over a window (400/s); sale 2 first seen with 9,000 old orders: not counted.
-    new Map([[1, 600], [2, 9000]]),
-    new Map([[1, 600], [2, 9000]]),
-    new Map([[1, 600], [2, 9000]]),
+    // The first reading only sets the start: sale 1's 9,000 orders are old.
+    new Map([[1, 9000]]),
+    // 100 more in sale 1 over a window: 400/s.
+    new Map([[1, 9100]]),
+    new Map([[1, 9100]]),
+    new Map([[1, 9100]]),
+    // Sale 2 first seen with 60 orders, which came within this window: 240/s.
+    new Map([[1, 9100], [2, 60]]),
   ];
   let reads = 0;
   const gate = new AcceptanceGate(200, 60_000, async () => readings[reads++], log, () => now);
@@ -59,7 +62,9 @@ test("AcceptanceGate: reads the sales' counts once a window; a stampede in any p
   expect(await gate.waitMs(false)).toBe(PACE_WINDOW_MS);
   now = 3 * PACE_WINDOW_MS;
   expect(await gate.waitMs(false)).toBe(0);
-  expect(reads).toBe(4);
+  now = 4 * PACE_WINDOW_MS;
+  expect(await gate.waitMs(false)).toBe(PACE_WINDOW_MS);
+  expect(reads).toBe(5);
 });
 
 test('AcceptanceGate: an idle starter waits out an opening window; a failed reading lets the starts go; 0 never reads', async () => {
