@@ -21,3 +21,14 @@ export async function reconciledSaleIds(pool: Pool): Promise<number[]> {
   );
   return res.rows.map((r) => r.id);
 }
+
+/**
+ * Recent sales closed for purchases by their times (ended, or opening more than a minute from now): no stampede
+ * is filling their start queues (the starter's AcceptanceGate reads the counts of the others), in id order.
+ */
+export async function closedSaleIds(pool: Pool): Promise<number[]> {
+  const res = await pool.query<{ id: number }>(
+    `SELECT id FROM sale_events WHERE ends_at > now() - interval '1 day' AND (ends_at <= now() OR starts_at >= now() + interval '1 minute') ORDER BY id`,
+  );
+  return res.rows.map((r) => r.id);
+}

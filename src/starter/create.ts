@@ -16,7 +16,7 @@ import { StartQueue } from '../reservation/startQueue';
 import { ATTR, activeTraceParent, contextOf, inSpan } from '../tracing';
 import type { OrderWorkflows } from '../workflows/client';
 import { closedMark } from '../sale/controls';
-import { reconciledSaleIds } from '../sale/recent';
+import { closedSaleIds, reconciledSaleIds } from '../sale/recent';
 import { findSale } from '../sale/sales';
 import { AcceptanceGate, BacklogGate } from './gates';
 import { RecentSales } from './recentSales';
@@ -54,8 +54,14 @@ export function createStarter(
   const { onBacklog, ...onStart } = hooks;
   const consumer = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const queue = new StartQueue(clients.redis, clients.store.layouts);
+  const closed = new RecentSales(clients.pool, config.CATALOG_REFRESH_MS, closedSaleIds);
+  // The sales the loop watches, those this process has just accepted in among them (the lists lag), less those
+  // closed by their times: a recent sale's queue may be long, but no stampede fills it. A list that lags errs
+  // towards reading.
+  let watched: () => readonly number[] = () => [];
   const acceptance = new AcceptanceGate(config.STARTER_YIELD_ABOVE_PER_S, config.STARTER_YIELD_MAX_MS, async () => {
-    const ids = await recentSales.ids();
+    const isClosed = new Set(await closed.ids());
+    const ids = watched().filter((saleId) => !isClosed.has(saleId));
     const counts = await Promise.all(ids.map((saleId) => queue.accepted(saleId)));
     return new Map(ids.map((saleId, i) => [saleId, counts[i]]));
   }, clients.log);
@@ -69,7 +75,7 @@ export function createStarter(
     },
     { graceMs: config.RECONCILE_GRACE_MS, everyMs: config.RECONCILE_INTERVAL_MS, fullEveryMs: config.RECONCILE_FULL_INTERVAL_MS, leaseMs: 3 * config.RECONCILE_INTERVAL_MS, owner: consumer },
   );
-  return new Starter({
+  const starter = new Starter({
     queue,
     repairClaims: (saleId, olderThanMs) => repairClaims(clients.redis, clients.store.layouts, saleId, olderThanMs),
     reconciler: { reconcile: (saleIds, onFailure) => reconciler.round(saleIds, onFailure), everyMs: config.RECONCILE_INTERVAL_MS, gate: acceptance, saleIds: () => reconciled.ids() },
@@ -93,4 +99,6 @@ export function createStarter(
     claimIdleMs: config.STARTER_CLAIM_IDLE_MS,
     ...onStart,
   });
+  watched = () => starter.watched();
+  return starter;
 }

@@ -86,14 +86,15 @@ export class AcceptanceGate implements StartGate {
    * Per sale, its count at the last reading. A sale first seen after the first reading counts from 0: a sale
    * is often seen for the first time in its stampede's first second (the starter's list of sales is re-read
    * every CATALOG_REFRESH_MS), and counting from its first reading let a round of starts go beside it. A sale
-   * that had old orders waits a window or two for nothing.
+   * that had old orders (a starter started mid-drain) holds the starts two readings for nothing.
    */
   private counts: ReadonlyMap<number, number> = new Map();
 
   /**
    * @param yieldAbovePerS orders/s (0: never waits)
    * @param yieldMaxMs the longest wait in a row (ms)
-   * @param accepted per sale watched, how many orders it has ever accepted (StartQueue.accepted)
+   * @param accepted per sale the starter watches (those its process accepts in included), how many orders it has
+   *   ever accepted (StartQueue.accepted)
    * @param now a monotonic clock in ms
    */
   constructor(

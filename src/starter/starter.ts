@@ -57,6 +57,8 @@ export class Starter {
   private lastLagLog = 0;
   private lastReadError = 0;
   private readonly upkeep: Upkeep;
+  /** The sales whose queues the loop polls: the recent ones and those this process has accepted in. */
+  readonly watched = (): readonly number[] => this.schedule.saleIds();
 
   constructor(private readonly deps: StarterDeps) {
     this.schedule = new PollSchedule(deps.claimIdleMs);
@@ -93,10 +95,7 @@ export class Starter {
     await Promise.allSettled(this.schedule.saleIds().filter((id) => !holds.has(id)).map((id) => this.deps.queue.leave(id, this.deps.consumer)));
   }
 
-  /**
-   * @returns per watched sale, entries still to start and the oldest one's age (ms); logs the sales whose
-   *   oldest entry waits longer than LAG_WARN_MS (at most once per LAG_LOG_MS)
-   */
+  /** @returns per watched sale, entries to start and the oldest one's age (ms); logs those behind (LAG_WARN_MS) */
   async depths(nowMs = Date.now()): Promise<Map<number, { waiting: number; oldestAgeMs: number | null }>> {
     const ids = this.schedule.saleIds();
     const depths = await Promise.all(ids.map((id) => this.deps.queue.depth(id, nowMs)));
