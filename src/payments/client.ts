@@ -3,7 +3,8 @@
  * and the `pay` update, each sent with a start (signal-with-start, update-with-start), so that a payment sent
  * from the 202 on reaches its order however far the starter's drain is behind (docs/design.md, "Payments
  * before the start"). The workflow a payment starts reads the order's terms itself (OrderRef); the starter's
- * later start of the same id finds it started and changes nothing (one run per order, I4).
+ * later start of the same id finds it started and changes nothing (one run per order, I4), but for ending the
+ * start delay of a run a signal created (startDelay).
  * Before any start the order is looked up (internalDoorLookup: the API's internal door, GET …/orders/{id}/payment):
  * an id that names no accepted order starts nothing, and the payment carries the door's receipt, if any, so that
  * it is judged when the API saw it rather than when Temporal's intake got to it (src/order/receipt.ts).
@@ -75,7 +76,8 @@ export class PaymentClient {
   ) {}
 
   /**
-   * Signals `paid` with a start. The order's workflow decides it (PAID, or a PaymentRefundRequired event).
+   * Signals `paid` with a start. The order's workflow decides it (PAID, or a PaymentRefundRequired event), as of
+   * its arrival; a run this signal creates waits for the drain's turn or the deadline (startDelay).
    * @returns signalled; ORDER_NOT_FOUND; or `ended` when the order's workflow has ended, with what this payment
    *   meets (endedAnswer: refund unless it is PAID with this paymentId)
    * @throws Temporal or network errors: send it again with the same paymentId
@@ -90,6 +92,7 @@ export class PaymentClient {
           args: [{ orderId } satisfies OrderRef],
           signal: paidSignal,
           signalArgs: [stamped(payment, found)],
+          ...startDelay(found.order),
         }),
       );
       return { signalled: true };
@@ -139,6 +142,17 @@ export class PaymentClient {
   private call<T>(work: () => Promise<T>): Promise<T> {
     return this.temporal.withDeadline(Date.now() + this.options.callTimeoutMs, work);
   }
+}
+
+/**
+ * The start delay of a run this signal creates: the time left in the order's payment window (ms). The payment is
+ * in the run's history from now and judged when Temporal received it; the run itself waits for the starter's turn
+ * (its `startNow`) or the deadline, whichever comes first, so that payments do not put the drain's work on the cores
+ * while buyers press (docs/design.md, "Payments before the start"). Ignored by a run that exists.
+ */
+function startDelay(order: Order): { startDelay?: number } {
+  const leftMs = Date.parse(order.paymentDeadline) - Date.now();
+  return leftMs > 0 ? { startDelay: leftMs } : {};
 }
 
 /** The payment as sent: with the door's receipt when it stamped one (a receipt the caller set is replaced). */

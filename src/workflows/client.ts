@@ -9,7 +9,7 @@ import { temporal } from '@temporalio/proto';
 import type { Config } from '../config';
 import { temporalConnection } from '../infra/connections';
 import type { CancelReason, OrderInput, Payment } from '../order/types';
-import { cancelledSignal, ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, UserIdKey } from './definitions';
+import { cancelledSignal, ItemIdKey, OrderStatusKey, paidSignal, SaleIdKey, startNowSignal, UserIdKey } from './definitions';
 
 /** Connects to the configured Temporal frontend. @throws when it is unreachable */
 export async function connectTemporal(config: Config): Promise<Client> {
@@ -52,6 +52,28 @@ export async function startOrderWorkflow(client: Client, taskQueue: string, orde
 }
 
 /**
+ * The starter's start of an order in its turn: starts orderWorkflow (I4), or, where the id has a run, sends it
+ * `startNow` with a start, so that a run a `paid` signal created with a start delay runs from the drain's turn
+ * on (docs/design.md, "Payments before the start"); a run that has closed (REJECT_DUPLICATE) is left as it is.
+ * @returns 'already-started' when that workflow id exists
+ * @throws connection errors when Temporal is unreachable
+ */
+export async function startInTurn(client: Client, taskQueue: string, order: OrderInput): Promise<'started' | 'already-started'> {
+  try {
+    await startOrderWorkflow(client, taskQueue, order);
+    return 'started';
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+  try {
+    await client.workflow.signalWithStart('orderWorkflow', { ...orderStartOptions(taskQueue, order), args: [order], signal: startNowSignal });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+  return 'already-started';
+}
+
+/**
  * Temporal wraps the gRPC failure in `cause` ("Failed to start workflow" ← "14 UNAVAILABLE: …"): its message
  * and code are lifted onto the error, so that the API's isUnavailable (→ 503) and the starter's back-off see
  * the status, and logs keep it. A missing namespace is a deployment fault, reported like an unreachable server.
@@ -79,14 +101,9 @@ export class OrderWorkflows {
     return this.client.withDeadline(Date.now() + this.config.TEMPORAL_CALL_TIMEOUT_MS, work).catch((err: unknown) => Promise.reject(lifted(err)));
   }
 
-  /** Starts orderWorkflow (I4). @returns 'already-started' when that workflow id exists */
+  /** Starts orderWorkflow in the drain's turn (startInTurn). @returns 'already-started' when that workflow id exists */
   start(order: OrderInput): Promise<'started' | 'already-started'> {
-    return this.call(() =>
-      startOrderWorkflow(this.client, this.config.TEMPORAL_TASK_QUEUE, order).then(
-        () => 'started' as const,
-        (err: unknown) => (err instanceof WorkflowExecutionAlreadyStartedError ? ('already-started' as const) : Promise.reject(err)),
-      ),
-    );
+    return this.call(() => startInTurn(this.client, this.config.TEMPORAL_TASK_QUEUE, order));
   }
 
   /**

@@ -1,7 +1,7 @@
 /**
- * The order workflow's public surface, shared by the workflow, the API and the payment service: its input,
- * signals `paid` and `cancelled`, updates `pay` and `cancel`, query `status`, and the custom search attributes the
- * Web UI filters on.
+ * The order workflow's public surface, shared by the workflow, the API, the starter and the payment service: its
+ * input, signals `paid`, `cancelled` and `startNow`, updates `pay` and `cancel`, query `status`, and the custom
+ * search attributes the Web UI filters on.
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
@@ -17,6 +17,12 @@ export interface OrderRef {
 
 /** Fire-and-forget "paid" from the payment service; a late one yields a PaymentRefundRequired event. */
 export const paidSignal = defineSignal<[Payment]>('paid');
+/**
+ * The drain's turn for an order whose run a `paid` signal created with a start delay (src/payments/client.ts):
+ * sent with a start by the starter, it ends the delay (a signal-with-start dispatches the delayed first task);
+ * the run does nothing else with it (docs/design.md, "Payments before the start").
+ */
+export const startNowSignal = defineSignal('startNow');
 /** "paid" with an answer: PAID, or why not (PAYMENT_WINDOW_CLOSED, ORDER_NOT_PENDING, ORDER_CANCELLED, AMOUNT_MISMATCH, PAYMENT_ID_USED). */
 export const payUpdate = defineUpdate<PayResult, [Payment]>('pay');
 /** The cancel request of a buyer, the payment service or an operator, as `{ reason }` (CancelReason). */

@@ -24,7 +24,7 @@ import {
   type PayResult,
   type Payment,
 } from '../order/types';
-import { cancelledSignal, cancelUpdate, OrderStatusKey, paidSignal, payUpdate, statusQuery, type CancelRequest, type OrderRef } from './definitions';
+import { cancelledSignal, cancelUpdate, OrderStatusKey, paidSignal, payUpdate, startNowSignal, statusQuery, type CancelRequest, type OrderRef } from './definitions';
 
 const retry = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' };
 const local = proxyLocalActivities<Activities>({ startToCloseTimeout: '30 seconds', retry });
@@ -117,6 +117,7 @@ export async function orderWorkflow(input: OrderInput | OrderRef): Promise<Order
     return result;
   };
   setHandler(cancelUpdate, (request: CancelRequest) => cancel(request.reason), { validator: validateCancel });
+  setHandler(startNowSignal, () => undefined); // its delivery alone ended the start delay, if any
   setHandler(cancelledSignal, async (raw: unknown) => {
     // A signal cannot be refused on arrival: a malformed one is logged and changes nothing.
     const reason = (raw as Partial<CancelRequest> | null)?.reason;

@@ -112,6 +112,30 @@ test('sent in time with no worker and no starter: both PAID once the worker runs
   expect(await settledAudit(config, clients, temporal, sale.saleId, [bySignal, byUpdate])).toEqual([]);
 });
 
+test('a `paid` signal ahead of the drain: its run waits, a worker polling, for the starter’s turn, then ends PAID before the deadline', async () => {
+  worker ??= await startWorker(config, await buildWorkflowBundle());
+  const sale = await createTestSale(clients, { quantities: [1], priceMinor: PRICE, paymentWindowMs: 120_000 });
+  const orderId = await press(sale, `ahead-${run}`);
+  expect(await payments.signalPaid(orderId, { paymentId: `s-${orderId}`, amount: PRICE })).toEqual({ signalled: true });
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  const handle = temporal.workflow.getHandle(orderId);
+  const { events } = await handle.fetchHistory();
+  // The payment is in the history; no workflow task has run, no row is stored: the run keeps off the cores.
+  expect(events?.some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'paid')).toBe(true);
+  expect(events?.some((e) => e.workflowTaskStartedEventAttributes)).toBe(false);
+  expect(await orderRow(clients.pool, orderId)).toBeUndefined();
+
+  const drain = await startApi({ ...config, STARTER_IN_API: true });
+  try {
+    expect(await handle.result()).toMatchObject({ status: 'PAID', paymentId: `s-${orderId}` });
+  } finally {
+    await drain.close();
+  }
+  expect(Date.now()).toBeLessThan((await orderRow(clients.pool, orderId))?.deadlineAt.getTime() ?? 0);
+  expect(await runsOf(orderId)).toBe(1);
+  expect(countByType(uniqueEvents(await tap.collect([orderId], { until: (es) => es.some((e) => e.type === 'OrderPaid') })))).toEqual({ OrderPlaced: 1, OrderPaid: 1 });
+});
+
 test('sent after the deadline: refused, the unit back, a refund event for the signal’s money and none for the update', async () => {
   worker ??= await startWorker(config, await buildWorkflowBundle());
   const sale = await createTestSale(clients, { quantities: [2], priceMinor: PRICE, paymentWindowMs: 1500 });

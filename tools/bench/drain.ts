@@ -34,7 +34,7 @@ import { createRedis } from '../../src/reservation/client';
 import { saleKeys } from '../../src/reservation/layout';
 import { SaleLayouts } from '../../src/reservation/layout';
 import { createSale, loadSale } from '../../src/sale/sales';
-import { connectTemporal, startOrderWorkflow } from '../../src/workflows/client';
+import { connectTemporal, startInTurn, startOrderWorkflow } from '../../src/workflows/client';
 import { newOrderId } from '../../src/order/orderId';
 import { Orders } from '../../src/order/store';
 import { PaymentClient } from '../../src/payments/client';
@@ -214,8 +214,9 @@ async function rig(temporalPort: string | undefined): Promise<Rig> {
  * paid, none paid), each with its unit reserved in Redis first (its start queue entry written with it).
  * `startedBy` 'bench': the bench starts each workflow itself, IN_FLIGHT at once, and the queue entries are
  * dropped, and the signal is sent once the order is stored; 'queue': a starter process starts them from the
- * start queues, the signal as for 'bench'; 'payment': the payment client's signal-with-start starts each paid
- * order's workflow right after its reservation (its lookup here Orders.find, not the API's door: not charged).
+ * start queues, the signal as for 'bench'; 'payment': the payment client's signal-with-start creates each paid
+ * order's workflow right after its reservation (its lookup here Orders.find, not the API's door: not charged),
+ * and the bench, as the starter in its turn, ends its start delay at once (startInTurn).
  */
 async function runOrders(r: Rig, startedBy: 'bench' | 'queue' | 'payment', paidShare: 'half' | 'all' | 'none' = 'half'): Promise<KindFigures> {
   const newSale = async (paymentWindowMs: number) => {
@@ -263,6 +264,8 @@ async function runOrders(r: Rig, startedBy: 'bench' | 'queue' | 'payment', paidS
       if (paid && startedBy === 'payment') {
         const answer = await payments.signalPaid(input.orderId, { paymentId: `pay-${input.orderId}`, amount: PRICE });
         if (!('signalled' in answer)) throw new Error(`order ${i}: payment not signalled: ${JSON.stringify(answer)}`);
+        // The drain's turn at once: the run the payment created waits for it (or the deadline, 10 min here).
+        await startInTurn(r.temporal, r.taskQueue, { ...input, unit: outcome.unit, stockShard: outcome.stockShard, stockEpoch: outcome.stockEpoch });
       } else if (paid) toPay.add(input.orderId);
       return input.orderId;
     });
