@@ -14,8 +14,9 @@ node_modules/.bin/eslint .
 node_modules/.bin/tsc --noEmit -p .
 bash scripts/test-unit.sh
 # With the secured copy of the stack (TLS and credentials), which test/secure.test.ts runs an order through, the
-# local Redis Cluster of test/cluster/ and the real Temporal server of test/e2e/real-server.test.ts.
-bash scripts/services.sh up --secure --cluster --temporal-server
+# local Redis Cluster of test/cluster/, the real Temporal server of test/e2e/real-server.test.ts and the
+# three-broker Kafka cluster of test/kafka/.
+bash scripts/services.sh up --secure --cluster --temporal-server --kafka-cluster
 npm run -s build
 status=0
 node_modules/.bin/jest --ci --json --outputFile=reports/jest.json "$@" || status=$?

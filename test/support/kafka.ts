@@ -148,3 +148,28 @@ export function countByType(events: readonly OrderEvent[]): Record<string, numbe
   for (const e of events) counts[e.type] = (counts[e.type] ?? 0) + 1;
   return counts;
 }
+
+const FINAL_TYPES = new Set(['OrderPaid', 'OrderExpired', 'OrderCancelled']);
+
+/**
+ * I5 on the topic for each order: every event once (no eventId twice), OrderPlaced first, a final event, and
+ * nothing after it but the refunds that follow a refused payment. The events as a tap read them (one item, so
+ * one partition: in the order the broker appended them).
+ * @returns one line per order that breaks it (empty when all hold)
+ */
+export function onceInOrder(events: readonly OrderEvent[], orderIds: readonly string[]): string[] {
+  const broken: string[] = [];
+  for (const orderId of orderIds) {
+    const own = events.filter((e) => e.orderId === orderId);
+    const copies = new Map<string, number>();
+    for (const e of own) copies.set(e.eventId, (copies.get(e.eventId) ?? 0) + 1);
+    const twice = [...copies].filter(([, n]) => n > 1).map(([eventId]) => eventId);
+    const finalAt = own.findIndex((e) => FINAL_TYPES.has(e.type));
+    const after = own.slice(finalAt + 1).filter((e) => e.type !== 'PaymentRefundRequired');
+    if (twice.length) broken.push(`${orderId}: published twice ${twice.join(', ')}`);
+    if (own[0]?.type !== 'OrderPlaced') broken.push(`${orderId}: first ${own[0]?.type ?? 'nothing'}, not OrderPlaced`);
+    if (finalAt < 0) broken.push(`${orderId}: no final event`);
+    else if (after.length) broken.push(`${orderId}: ${after.map((e) => e.type).join(', ')} after ${own[finalAt].type}`);
+  }
+  return broken;
+}

@@ -1,0 +1,74 @@
+/**
+ * The local three-broker Kafka cluster of `scripts/services.sh up --kafka-cluster` (scripts/kafka-cluster-stack.sh),
+ * as the suites of test/kafka/ use it: its brokers, a suite's own topic on it (replicated on all three,
+ * min.insync.replicas 2), the broker leading a key's partition, and a broker killed and started again.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { ensureTopic } from '../../scripts/kafka-topics';
+import { stackEnv } from '../../scripts/stack-env';
+
+const ROOT = join(__dirname, '..', '..');
+const DIR = join(ROOT, '.local', 'kafka-cluster');
+
+/** @returns the cluster's brokers (host:port,…) as services.sh wrote them; @throws when it was never started (npm test starts it) */
+export function clusterBrokers(): string {
+  const env = join(DIR, 'kafka-cluster.env');
+  if (!existsSync(env)) throw new Error(`${env} is missing: run bash scripts/services.sh up --kafka-cluster`);
+  const brokers = /^KAFKA_BROKERS=(.+)$/m.exec(readFileSync(env, 'utf8'))?.[1];
+  if (!brokers) throw new Error(`${env} names no KAFKA_BROKERS`);
+  return brokers;
+}
+
+/** Creates the suite's topic on the cluster with the stack's partition count: replication factor 3, min.insync.replicas 2. */
+export async function ensureClusterTopic(topic: string): Promise<void> {
+  await ensureTopic(clusterBrokers().split(','), topic, Number(stackEnv().KAFKA_TOPIC_PARTITIONS), 3);
+}
+
+/** @returns the node id (1-3) of the broker that leads the partition a message keyed `key` goes to (kafkajs' default partitioner, as the publisher's) */
+export async function leaderOf(topic: string, key: string): Promise<number> {
+  const admin = new Kafka({ clientId: 'test-cluster-admin', brokers: clusterBrokers().split(','), logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    const [{ partitions }] = (await admin.fetchTopicMetadata({ topics: [topic] })).topics;
+    const partition = Partitioners.DefaultPartitioner()({ topic, partitionMetadata: partitions, message: { key, value: null } });
+    const leader = partitions.find((p) => p.partitionId === partition)?.leader;
+    if (leader === undefined) throw new Error(`partition ${partition} of ${topic} has no leader`);
+    return leader;
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/**
+ * @returns the node id (1-3) of the broker coordinating consumer group `groupId`: the leader of its partition of
+ *   __consumer_offsets (Java's String.hashCode of the id, made non-negative, modulo the topic's 50 partitions)
+ */
+export async function coordinatorOf(groupId: string): Promise<number> {
+  let hash = 0;
+  for (const unit of groupId) hash = (Math.imul(31, hash) + unit.charCodeAt(0)) | 0;
+  const admin = new Kafka({ clientId: 'test-cluster-admin', brokers: clusterBrokers().split(','), logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    const [{ partitions }] = (await admin.fetchTopicMetadata({ topics: ['__consumer_offsets'] })).topics;
+    const leader = partitions.find((p) => p.partitionId === (hash & 0x7fffffff) % partitions.length)?.leader;
+    if (leader === undefined) throw new Error(`no coordinator for group ${groupId}`);
+    return leader;
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** SIGKILLs broker `node` (1-3), as a crash of its machine: no controlled shutdown, no leadership handed over. */
+export function killBroker(node: number): void {
+  process.kill(Number(readFileSync(join(DIR, String(node), 'kafka.pid'), 'utf8').trim()), 'SIGKILL');
+}
+
+/** Starts what is down again (services.sh up: the killed broker, which rejoins with its data), and waits for it. */
+export async function restartBrokers(): Promise<void> {
+  // Without the suites' environment: services.sh would otherwise take their topic for the stack's.
+  await promisify(execFile)('bash', [join(ROOT, 'scripts', 'services.sh'), 'up'], { timeout: 300_000, env: { PATH: process.env.PATH, HOME: process.env.HOME, CI: process.env.CI } });
+}
