@@ -1,13 +1,14 @@
 /**
  * The local three-broker Kafka cluster of `scripts/services.sh up --kafka-cluster` (scripts/kafka-cluster-stack.sh),
  * as the suites of test/kafka/ use it: its brokers, a suite's own topic on it (replicated on all three,
- * min.insync.replicas 2), the broker leading a key's partition, and a broker killed and started again.
+ * min.insync.replicas 2), the broker leading a key's partition, its leadership moved, and a broker killed and
+ * started again.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { Kafka, logLevel, Partitioners, type Admin } from 'kafkajs';
 import { ensureTopic } from '../../scripts/kafka-topics';
 import { stackEnv } from '../../scripts/stack-env';
 
@@ -28,19 +29,54 @@ export async function ensureClusterTopic(topic: string): Promise<void> {
   await ensureTopic(clusterBrokers().split(','), topic, Number(stackEnv().KAFKA_TOPIC_PARTITIONS), 3);
 }
 
-/** @returns the node id (1-3) of the broker that leads the partition a message keyed `key` goes to (kafkajs' default partitioner, as the publisher's) */
-export async function leaderOf(topic: string, key: string): Promise<number> {
+/** Runs `work` with an admin client of the cluster, disconnected after it. */
+async function withAdmin<T>(work: (admin: Admin) => Promise<T>): Promise<T> {
   const admin = new Kafka({ clientId: 'test-cluster-admin', brokers: clusterBrokers().split(','), logLevel: logLevel.NOTHING }).admin();
   await admin.connect();
   try {
-    const [{ partitions }] = (await admin.fetchTopicMetadata({ topics: [topic] })).topics;
-    const partition = Partitioners.DefaultPartitioner()({ topic, partitionMetadata: partitions, message: { key, value: null } });
-    const leader = partitions.find((p) => p.partitionId === partition)?.leader;
-    if (leader === undefined) throw new Error(`partition ${partition} of ${topic} has no leader`);
-    return leader;
+    return await work(admin);
   } finally {
     await admin.disconnect();
   }
+}
+
+/** @returns the partition a message keyed `key` goes to (kafkajs' default partitioner, as the publisher's), its replicas and leader */
+async function partitionOf(admin: Admin, topic: string, key: string): Promise<{ partition: number; replicas: number[]; leader: number }> {
+  const [{ partitions }] = (await admin.fetchTopicMetadata({ topics: [topic] })).topics;
+  const partition = Partitioners.DefaultPartitioner()({ topic, partitionMetadata: partitions, message: { key, value: null } });
+  const found = partitions.find((p) => p.partitionId === partition);
+  if (!found) throw new Error(`partition ${partition} of ${topic} not in its metadata`);
+  return { partition, replicas: found.replicas, leader: found.leader };
+}
+
+/** @returns the node id (1-3) of the broker that leads the partition a message keyed `key` goes to */
+export async function leaderOf(topic: string, key: string): Promise<number> {
+  return withAdmin(async (admin) => (await partitionOf(admin, topic, key)).leader);
+}
+
+/**
+ * Moves the leadership of the partition a message keyed `key` goes to, as an operator's reassignment does
+ * (kafka-reassign-partitions): its leader is dropped from its replicas, so another in-sync replica leads, then
+ * added back last, so that it stays a follower and the partition has its three replicas again.
+ * @returns the old leader and the new one
+ */
+export async function moveLeader(topic: string, key: string): Promise<{ from: number; to: number }> {
+  return withAdmin(async (admin) => {
+    const { partition, replicas, leader } = await partitionOf(admin, topic, key);
+    const others = replicas.filter((node) => node !== leader);
+    const reassign = async (target: number[]) => {
+      await admin.alterPartitionReassignments({ topics: [{ topic, partitionAssignment: [{ partition, replicas: target }] }] });
+      for (let i = 0; ; i++) {
+        const ongoing = (await admin.listPartitionReassignments({ topics: [{ topic, partitions: [partition] }] })).topics.flatMap((t) => t.partitions);
+        if (ongoing.length === 0 && (await partitionOf(admin, topic, key)).replicas.length === target.length) return;
+        if (i > 300) throw new Error(`reassignment of ${topic}/${partition} to ${target.join(',')} not done in 30 s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    await reassign(others);
+    await reassign([...others, leader]);
+    return { from: leader, to: (await partitionOf(admin, topic, key)).leader };
+  });
 }
 
 /**
@@ -50,16 +86,12 @@ export async function leaderOf(topic: string, key: string): Promise<number> {
 export async function coordinatorOf(groupId: string): Promise<number> {
   let hash = 0;
   for (const unit of groupId) hash = (Math.imul(31, hash) + unit.charCodeAt(0)) | 0;
-  const admin = new Kafka({ clientId: 'test-cluster-admin', brokers: clusterBrokers().split(','), logLevel: logLevel.NOTHING }).admin();
-  await admin.connect();
-  try {
+  return withAdmin(async (admin) => {
     const [{ partitions }] = (await admin.fetchTopicMetadata({ topics: ['__consumer_offsets'] })).topics;
     const leader = partitions.find((p) => p.partitionId === (hash & 0x7fffffff) % partitions.length)?.leader;
     if (leader === undefined) throw new Error(`no coordinator for group ${groupId}`);
     return leader;
-  } finally {
-    await admin.disconnect();
-  }
+  });
 }
 
 /** SIGKILLs broker `node` (1-3), as a crash of its machine: no controlled shutdown, no leadership handed over. */
