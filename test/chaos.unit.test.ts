@@ -4,7 +4,7 @@
  */
 import { summary, type RunResult } from '../tools/chaos/campaign';
 import { checkLevers } from '../tools/chaos/levers';
-import { faultKinds, planFaults, planRun, type FaultSet } from '../tools/chaos/plan';
+import { faultKinds, planFaults, planRun, type FaultKind, type FaultSet } from '../tools/chaos/plan';
 import { Random } from '../tools/chaos/random';
 import { CI_SEEDS, CI_SERVER_SEEDS } from './support/chaosSeeds';
 
@@ -39,6 +39,11 @@ test('each stack draws its own faults: the real Temporal server its service faul
   expect(server.has('temporal-restart')).toBe(false);
   expect([...drawn('node')].filter((k) => k.startsWith('temporal-history') || k.startsWith('temporal-frontend'))).toEqual([]);
   expect([...server].every((k) => faultKinds('server').includes(k))).toBe(true);
+  // The Kafka cluster: its broker faults, never the single broker's stop; the other stacks never draw them.
+  const kafka = drawn('kafka');
+  expect(['kafka-broker-kill', 'kafka-leader-move', 'kafka-brokers-down'].filter((k) => !kafka.has(k as FaultKind))).toEqual([]);
+  expect(kafka.has('kafka-stop')).toBe(false);
+  expect([...drawn('node'), ...drawn('cluster'), ...server].filter((k) => faultKinds('kafka').includes(k) && !faultKinds('node').includes(k))).toEqual([]);
 });
 
 test('the summary counts each kind of fault, the runs it was in, the runs with a violation and the reconciler\'s repairs', () => {

@@ -27,6 +27,8 @@ import { ReservationStore } from '../../src/reservation/store';
 import { createRedis } from '../../src/reservation/client';
 import { SaleLayouts } from '../../src/reservation/layout';
 import { clusterNodes } from '../../test/support/localCluster';
+import { clusterBrokers } from '../../test/support/kafkaCluster';
+import { kafkaFault } from './kafkaFaults';
 import { createSale, loadSale } from '../../src/sale/sales';
 import { connectTemporal } from '../../src/workflows/client';
 import { openRelay } from '../../test/support/relay';
@@ -77,6 +79,8 @@ export interface CampaignOptions {
    * faults (faultKinds('server')). Not with `cluster`.
    */
   temporalServer?: boolean;
+  /** Run on the three-broker Kafka cluster (services.sh up --kafka-cluster), with its faults (faultKinds('kafka')). */
+  kafkaCluster?: boolean;
   print(line: string): void;
 }
 
@@ -100,7 +104,7 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet, set: FaultS
     trade(rng, clients, fleet, created, quantity, priceMinor, windowMs, seen),
     ...faults.map(async (fault) => {
       await sleep(Math.max(0, opened + fault.atMs - Date.now()));
-      await inject(fault, fleet, clients, layout, seen);
+      if (!(await kafkaFault(fault, clients.config.KAFKA_TOPIC, layout))) await inject(fault, fleet, clients, layout, seen);
     }),
   ]);
   await services('up');
@@ -135,7 +139,7 @@ async function runOnce(seed: number, clients: Clients, fleet: Fleet, set: FaultS
 
 /** @returns the command that replays one run on its own */
 function replayCommand(seed: number, set: FaultSet): string {
-  return `npm run chaos -- --runs 1 --seed ${seed}${{ node: '', cluster: ' --cluster', server: ' --temporal-server' }[set]}`;
+  return `npm run chaos -- --runs 1 --seed ${seed}${{ node: '', cluster: ' --cluster', server: ' --temporal-server', kafka: ' --kafka-cluster' }[set]}`;
 }
 
 const runLine = (r: RunResult) =>
@@ -152,10 +156,14 @@ const runLine = (r: RunResult) =>
 export async function runCampaign(options: CampaignOptions): Promise<RunResult[]> {
   const dir = join(options.reportDir, `chaos-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   mkdirSync(dir, { recursive: true });
-  if (options.cluster && options.temporalServer) throw new Error('a campaign runs on the Redis Cluster or on the real Temporal server, not both');
-  const set: FaultSet = options.cluster ? 'cluster' : options.temporalServer ? 'server' : 'node';
-  await services('up', ...{ node: [], cluster: ['--cluster'], server: ['--temporal-server'] }[set]);
-  const onCluster = set === 'cluster' ? { REDIS_CLUSTER_NODES: clusterNodes(), REDIS_DB: '0', REDIS_WAIT_REPLICAS: '1' } : {};
+  const sets = [options.cluster && 'cluster', options.temporalServer && 'server', options.kafkaCluster && 'kafka'].filter((x): x is FaultSet => Boolean(x));
+  if (sets.length > 1) throw new Error('a campaign runs on one of the Redis Cluster, the real Temporal server and the Kafka cluster');
+  const set: FaultSet = sets[0] ?? 'node';
+  await services('up', ...{ node: [], cluster: ['--cluster'], server: ['--temporal-server'], kafka: ['--kafka-cluster'] }[set]);
+  const onCluster = {
+    ...(set === 'cluster' && { REDIS_CLUSTER_NODES: clusterNodes(), REDIS_DB: '0', REDIS_WAIT_REPLICAS: '1' }),
+    ...(set === 'kafka' && { KAFKA_BROKERS: clusterBrokers() }),
+  };
   const serverPort = realServerPort();
   if (set === 'server' && serverPort === undefined) throw new Error('the real Temporal server has no .local/temporal-server/server.env: services.sh up --temporal-server did not make it');
   const onServer = set === 'server' ? { TEMPORAL_PORT: serverPort } : {};

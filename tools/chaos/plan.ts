@@ -20,7 +20,10 @@ export type FaultKind =
   | 'shard-loss-workers-stopped'
   | 'temporal-history-kill'
   | 'temporal-frontend-restart'
-  | 'redis-failover-lost-writes';
+  | 'redis-failover-lost-writes'
+  | 'kafka-broker-kill'
+  | 'kafka-leader-move'
+  | 'kafka-brokers-down';
 
 /** How often each kind is drawn (Kafka's is rare: it lasts longer than the activity timeout, 30 s). */
 const FAULT_WEIGHTS: [FaultKind, number][] = [
@@ -64,10 +67,23 @@ const SERVER_FAULT_WEIGHTS: [FaultKind, number][] = [
   ['temporal-frontend-restart', 3],
 ];
 
-/** The stack a campaign runs on, which chooses its faults: the single node's, the Redis Cluster's, or the real Temporal server's. */
-export type FaultSet = 'node' | 'cluster' | 'server';
+/**
+ * On the three-broker Kafka cluster (`--kafka-cluster`): the single broker's stop gives way to the broker leading
+ * the sale's partition SIGKILLed (another in-sync replica leads; it starts again with its data), that partition's
+ * leadership moved by a reassignment, and two brokers SIGKILLed for a while (below min.insync.replicas and the
+ * controllers' quorum: no event is written until they are back, the outbox holds them).
+ */
+const KAFKA_FAULT_WEIGHTS: [FaultKind, number][] = [
+  ...FAULT_WEIGHTS.filter(([kind]) => kind !== 'kafka-stop'),
+  ['kafka-broker-kill', 4],
+  ['kafka-leader-move', 3],
+  ['kafka-brokers-down', 2],
+];
 
-const FAULT_SETS: Record<FaultSet, [FaultKind, number][]> = { node: FAULT_WEIGHTS, cluster: CLUSTER_FAULT_WEIGHTS, server: SERVER_FAULT_WEIGHTS };
+/** The stack a campaign runs on, which chooses its faults: the single node's, the Redis Cluster's, the real Temporal server's or the Kafka cluster's. */
+export type FaultSet = 'node' | 'cluster' | 'server' | 'kafka';
+
+const FAULT_SETS: Record<FaultSet, [FaultKind, number][]> = { node: FAULT_WEIGHTS, cluster: CLUSTER_FAULT_WEIGHTS, server: SERVER_FAULT_WEIGHTS, kafka: KAFKA_FAULT_WEIGHTS };
 /**
  * Both workers SIGKILLed, then one shard's data lost (a one-node sale's only shard) and rebuilt while they are
  * down, then the workers started again: the orders the starters stored and started meanwhile wait in Temporal,
@@ -103,7 +119,7 @@ export function planFaults(rng: Random, set: FaultSet = 'node'): PlannedFault[] 
   const bag = FAULT_SETS[set].flatMap(([kind, weight]) => Array<FaultKind>(weight).fill(kind));
   return Array.from({ length: rng.int(1, 3) }, () => {
     const kind = rng.pick(bag);
-    const forMs = kind === 'kafka-stop' ? KAFKA_OUTAGE_MS : kind === 'temporal-latency' ? rng.int(3000, 6000) : rng.int(1000, 5000);
+    const forMs = kind === 'kafka-stop' ? KAFKA_OUTAGE_MS : kind === 'temporal-latency' ? rng.int(3000, 6000) : kind === 'kafka-brokers-down' ? rng.int(5000, 20_000) : rng.int(1000, 5000);
     return { kind, atMs: rng.int(0, 7000), forMs, target: rng.int(0, 1) };
   }).sort((a, b) => a.atMs - b.atMs);
 }
