@@ -32,8 +32,12 @@ interface Waiting {
 
 /**
  * Publishes order events; each publish resolves once all in-sync replicas have the message. One produce request
- * at a time, carrying every event that arrived meanwhile (kafkajs sends each call as a request of its own, and the
- * idempotent producer keeps one in flight). A send is never abandoned: one given up while its answer was lost may
+ * at a time, carrying the events of one item (one key, so one partition and one leader) that arrived meanwhile
+ * (kafkajs sends each call as a request of its own, and the idempotent producer keeps one in flight). A call that
+ * spans leaders can lose messages in kafkajs 2.2.4: its retry after a failed leader skips any broker that had
+ * answered the first attempt, so a partition whose leadership moved to that broker is not sent again, and the
+ * call resolves (src/producer/sendMessages.js, responsePerBroker; kafkajs PR #1798 reports the same map; the
+ * chaos campaign on the three-broker cluster lost an OrderPaid so, seed 58013). A send is never abandoned: one given up while its answer was lost may
  * still land, and its retry lands a copy (test/e2e/kafka-outage.test.ts). So the producer retries it until the
  * broker answers, with the sequence number the broker de-duplicates, and a publish of an event already waiting or
  * on its way joins it.
@@ -76,8 +80,8 @@ export class EventPublisher {
   }
 
   /**
-   * Sends the events in order, in one request unless a request fills up between them (those of one item
-   * go to one partition, so consumers see them in this order), joining any already waiting or on its way.
+   * Sends the events in order, one request per item (those of one item go to one partition, so consumers see
+   * them in this order), joining any already waiting or on its way.
    * @throws kafkajs errors the producer does not retry (or, not idempotent, after its retries)
    */
   publishAll(events: OrderEvent[]): Promise<void> {
@@ -135,10 +139,10 @@ export class EventPublisher {
     };
   }
 
-  /** Sends what waits, once no request is in flight, then what waited meanwhile. */
+  /** Sends what waits for the first waiting event's item, once no request is in flight, then what waits still. */
   private sendWaiting(): void {
     if (this.inFlight || !this.waiting.length) return;
-    const batch = this.waiting.splice(0, MAX_EVENTS_PER_REQUEST);
+    const batch = takeOneItem(this.waiting);
     this.inFlight = true;
     this.producer
       .send({
@@ -159,4 +163,18 @@ export class EventPublisher {
   async disconnect(): Promise<void> {
     await this.producer.disconnect();
   }
+}
+
+/**
+ * Takes out of `waiting` the events of its first event's item, in order, at most MAX_EVENTS_PER_REQUEST: one
+ * key, so one partition and one leader per produce request (EventPublisher). The others keep their order.
+ * @returns the events taken
+ */
+export function takeOneItem<T extends { event: Pick<StoredEvent, 'itemId'> }>(waiting: T[]): T[] {
+  const itemId = waiting[0]?.event.itemId;
+  const taken: T[] = [];
+  const kept: T[] = [];
+  for (const w of waiting) (w.event.itemId === itemId && taken.length < MAX_EVENTS_PER_REQUEST ? taken : kept).push(w);
+  waiting.splice(0, waiting.length, ...kept);
+  return taken;
 }
