@@ -32,13 +32,10 @@ interface Waiting {
 
 /**
  * Publishes order events; each publish resolves once all in-sync replicas have the message. One produce request
- * at a time, carrying the events of one item (one key, so one partition and one leader) that arrived meanwhile
- * (kafkajs sends each call as a request of its own, and the idempotent producer keeps one in flight). A call that
- * spans leaders can lose messages in kafkajs 2.2.4: its retry after a failed leader skips any broker that had
- * answered the first attempt, so a partition whose leadership moved to that broker is not sent again, and the
- * call resolves (src/producer/sendMessages.js, responsePerBroker; kafkajs PR #1798 reports the same map; the
- * chaos campaign on the three-broker cluster lost an OrderPaid so, seed 58013). A send is never abandoned: one given up while its answer was lost may
- * still land, and its retry lands a copy (test/e2e/kafka-outage.test.ts). So the producer retries it until the
+ * at a time (the idempotent producer keeps one in flight), carrying the waiting events of one item: one key, one
+ * partition, one leader, since a kafkajs 2.2.4 call that spans leaders may resolve without some of its messages
+ * (docs/design.md, "One item per produce request"). A send is never abandoned: one given up while its answer was
+ * lost may still land, and its retry lands a copy (test/e2e/kafka-outage.test.ts). So the producer retries it until the
  * broker answers, with the sequence number the broker de-duplicates, and a publish of an event already waiting or
  * on its way joins it.
  */
