@@ -15,12 +15,16 @@ import { stackEnv } from '../../scripts/stack-env';
 const ROOT = join(__dirname, '..', '..');
 const DIR = join(ROOT, '.local', 'kafka-cluster');
 
-/** @returns the cluster's brokers (host:port,…) as services.sh wrote them; @throws when it was never started (npm test starts it) */
-export function clusterBrokers(): string {
+/** @returns the cluster's brokers (host:port,…) as services.sh wrote them, or undefined when it was never started */
+export function clusterBrokersIfUp(): string | undefined {
   const env = join(DIR, 'kafka-cluster.env');
-  if (!existsSync(env)) throw new Error(`${env} is missing: run bash scripts/services.sh up --kafka-cluster`);
-  const brokers = /^KAFKA_BROKERS=(.+)$/m.exec(readFileSync(env, 'utf8'))?.[1];
-  if (!brokers) throw new Error(`${env} names no KAFKA_BROKERS`);
+  return existsSync(env) ? /^KAFKA_BROKERS=(.+)$/m.exec(readFileSync(env, 'utf8'))?.[1] : undefined;
+}
+
+/** @returns the cluster's brokers (host:port,…); @throws when it was never started (npm test starts it) */
+export function clusterBrokers(): string {
+  const brokers = clusterBrokersIfUp();
+  if (!brokers) throw new Error(`${join(DIR, 'kafka-cluster.env')} is missing: run bash scripts/services.sh up --kafka-cluster`);
   return brokers;
 }
 

@@ -9,13 +9,12 @@
  * three rounds each: events/s on three brokers against one (the medians' ratio).
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { appendResult } from '../shared/benchResults';
 import { loadConfig, type Config } from '../../src/config';
 import { orderEvent } from '../../src/order/events';
 import { createKafka } from '../../src/infra/kafka';
 import { EventPublisher } from '../../src/order/publisher';
+import { clusterBrokersIfUp } from '../../test/support/kafkaCluster';
 
 export interface KafkaFigures {
   events: number;
@@ -29,7 +28,6 @@ export interface KafkaFigures {
   threeToOne?: number;
 }
 
-const CLUSTER_ENV = join(__dirname, '..', '..', '.local', 'kafka-cluster', 'kafka-cluster.env');
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** @returns the idempotent producer's events/s on the brokers of `config`, after a warm-up */
@@ -45,7 +43,7 @@ async function idempotentRate(config: Config, events: number, concurrency: numbe
 
 /** One broker against three, alternately, when the local cluster is up; undefined when it is not. */
 async function brokersAB(config: Config, events: number, concurrency: number): Promise<Pick<KafkaFigures, 'oneBrokerPerS' | 'threeBrokersPerS' | 'threeToOne'>> {
-  const brokers = existsSync(CLUSTER_ENV) ? /^KAFKA_BROKERS=(.+)$/m.exec(readFileSync(CLUSTER_ENV, 'utf8'))?.[1] : undefined;
+  const brokers = clusterBrokersIfUp();
   if (!brokers) return {};
   const cluster = loadConfig({ ...process.env, LOG_LEVEL: 'silent', KAFKA_BROKERS: brokers });
   const one: number[] = [];
