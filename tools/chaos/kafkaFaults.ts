@@ -1,10 +1,13 @@
 /** The three-broker Kafka cluster's faults (`--kafka-cluster`, plan.ts): on the broker that leads the sale's partition. */
 import type { SaleLayout } from '../../src/reservation/layout';
 import { killBroker, leaderOf, moveLeader } from '../../test/support/kafkaCluster';
+import { untilDone } from './faults';
 import { services } from './fleet';
 import type { PlannedFault } from './plan';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The leadership move under way, if any: a reassignment started over another would leave fewer replicas. */
+let moving: Promise<void> = Promise.resolve();
 
 /**
  * Injects a Kafka cluster fault and repairs it forMs later (`services.sh up` starts the killed brokers again):
@@ -20,7 +23,9 @@ export async function kafkaFault(fault: PlannedFault, topic: string, layout: Sal
       killBroker(await leaderOf(topic, key));
       break;
     case 'kafka-leader-move':
-      await moveLeader(topic, key);
+      // One move at a time, tried again while the cluster cannot finish it (two brokers down for another fault).
+      moving = moving.then(() => untilDone(async () => void (await moveLeader(topic, key))));
+      await moving;
       return true;
     case 'kafka-brokers-down': {
       const leader = await leaderOf(topic, key);
