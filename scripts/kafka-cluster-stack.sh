@@ -83,8 +83,14 @@ kafka_cluster_wait() {
     wait_for 120 "kafka_cluster_node_pid $node" "port_open $(kafka_cluster_port "$node")" ||
       die "Kafka cluster node $node did not listen ($WAIT_FAILURE)" "$(kafka_cluster_log "$node")" "read the log; then down and up --kafka-cluster again"
   done
-  (cd "$ROOT" && KAFKA_BROKERS=$(kafka_cluster_brokers) KAFKA_REPLICATION=3 node_modules/.bin/tsx scripts/kafka-topics.ts) >>"$logfile" 2>&1 ||
-    die "creating topic $KAFKA_TOPIC on the Kafka cluster failed" "$logfile" "read the log; then run up --kafka-cluster again"
+  # A fresh cluster answers UNKNOWN_TOPIC_OR_PARTITION for a while (its quorum and __consumer_offsets still
+  # settling), beyond the client's own retries: the script is run again, up to five times.
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    (cd "$ROOT" && KAFKA_BROKERS=$(kafka_cluster_brokers) KAFKA_REPLICATION=3 node_modules/.bin/tsx scripts/kafka-topics.ts) >>"$logfile" 2>&1 && break
+    ((attempt < 5)) || die "creating topic $KAFKA_TOPIC on the Kafka cluster failed" "$logfile" "read the log; then run up --kafka-cluster again"
+    sleep 3
+  done
   printf 'KAFKA_BROKERS=%s\n' "$(kafka_cluster_brokers)" >"$KAFKA_CLUSTER_ENV"
 }
 

@@ -30,7 +30,16 @@ export function clusterBrokers(): string {
 
 /** Creates the suite's topic on the cluster with the stack's partition count: replication factor 3, min.insync.replicas 2. */
 export async function ensureClusterTopic(topic: string): Promise<void> {
-  await ensureTopic(clusterBrokers().split(','), topic, Number(stackEnv().KAFKA_TOPIC_PARTITIONS), 3);
+  // A fresh cluster answers UNKNOWN_TOPIC_OR_PARTITION for a while beyond the client's retries (services.sh too).
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await ensureTopic(clusterBrokers().split(','), topic, Number(stackEnv().KAFKA_TOPIC_PARTITIONS), 3);
+      return;
+    } catch (err) {
+      if (attempt === 5) throw err;
+      await new Promise((r) => setTimeout(r, 3000));
+    }
+  }
 }
 
 /**
